@@ -1,0 +1,16 @@
+"""Workloads by name."""
+
+from __future__ import annotations
+
+from harness.procs import HarnessError
+from workloads.base import Workload
+
+WORKLOAD_NAMES = ("append",)
+
+
+def make_workload(name: str, seed: int, isolation: str | None = None) -> Workload:
+    if name == "append":
+        from workloads.append import AppendWorkload
+
+        return AppendWorkload(seed, isolation)
+    raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")

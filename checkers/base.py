@@ -1,0 +1,79 @@
+"""What a checker is: a pure function of (history, transaction log) -> result.
+
+Checkers never import an engine. They see the recorded history
+(:mod:`harness.history`) and the table's own log (:mod:`harness.deltalog`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Protocol
+
+from harness.deltalog import TransactionLog
+from harness.history import History
+
+
+class Verdict(str, Enum):
+    VALID = "valid"
+    INVALID = "invalid"
+    UNKNOWN = "unknown"  # not enough evidence either way
+
+
+def combine(verdicts: list[Verdict]) -> Verdict:
+    """The conjunction: any invalid wins, then any unknown."""
+    if Verdict.INVALID in verdicts:
+        return Verdict.INVALID
+    if Verdict.UNKNOWN in verdicts:
+        return Verdict.UNKNOWN
+    return Verdict.VALID
+
+
+@dataclass
+class Anomaly:
+    """One violation, with enough detail for a person to check it by hand."""
+
+    kind: str  # e.g. "lost-write", "partial-op", "duplicate-row"
+    claim: str | None  # spec claim it violates, e.g. "C7"
+    explanation: str  # one or two sentences, concrete: ops, versions, rows
+    ops: list[str] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    rows: list[Any] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "claim": self.claim,
+            "explanation": self.explanation,
+            "ops": self.ops,
+            "versions": self.versions,
+            "rows": self.rows[:50],
+            "rows_total": len(self.rows),
+        }
+
+
+@dataclass
+class CheckResult:
+    checker: str
+    verdict: Verdict
+    explanation: str  # one paragraph for a human
+    anomalies: list[Anomaly] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checker": self.checker,
+            "verdict": self.verdict.value,
+            "explanation": self.explanation,
+            "anomalies": [a.to_json() for a in self.anomalies],
+            "stats": self.stats,
+        }
+
+
+class Checker(Protocol):
+    name: str
+
+    def __call__(self, history: History, log: TransactionLog) -> CheckResult: ...
+
+
+CheckerFn = Callable[[History, TransactionLog], CheckResult]

@@ -1,0 +1,68 @@
+"""Duplicates: no row appears twice in the table, and no op is applied twice
+(e.g. a commit retried after its response was lost)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.model import RowLife, expected_ids, fmt_ids, table_facts, writes
+from harness.deltalog import TransactionLog
+from harness.history import History
+
+NAME = "duplicates"
+
+
+def check(history: History, log: TransactionLog) -> CheckResult:
+    facts = table_facts(log)
+    anomalies: list[Anomaly] = []
+    by_id: dict[object, list[RowLife]] = defaultdict(list)
+    for life in facts.lives:
+        by_id[life.id].append(life)
+    dup_rows = []
+    for rid, lives in by_id.items():
+        if len(lives) < 2:
+            continue
+        # Two copies alive at the same version: the table holds the row twice.
+        lives.sort(key=lambda l: l.added)
+        for a, b in zip(lives, lives[1:]):
+            if a.removed is None or a.removed > b.added:
+                dup_rows.append((rid, a, b))
+                break
+    for rid, a, b in dup_rows[:1000]:
+        anomalies.append(Anomaly(
+            "duplicate-row", None,
+            f"Row id {rid} is in the table twice from version {b.added} on: added at version {a.added} "
+            f"(writer {a.writer}) and again at version {b.added} (writer {b.writer}).",
+            ops=sorted({str(a.writer), str(b.writer)}), versions=[a.added, b.added], rows=[rid]))
+    applied_twice = []
+    for op in writes(history):
+        per_version = facts.writer_rows.get(op.id, {})
+        want = set(expected_ids(op))
+        full = sorted(v for v, ids in per_version.items() if want and set(ids) == want)
+        if len(full) > 1:
+            applied_twice.append(op.id)
+            anomalies.append(Anomaly(
+                "duplicate-application", None,
+                f"Op {op.id} ({op.type}) was applied {len(full)} times: all its rows ({fmt_ids(sorted(want))}) were "
+                f"committed at versions {', '.join(map(str, full))}.",
+                ops=[op.id], versions=full, rows=sorted(want)))
+    seen: dict[str, int] = {}
+    for v, op_id in sorted(facts.commit_ops.items()):
+        if op_id in seen and op_id not in applied_twice and op_id != "setup":
+            anomalies.append(Anomaly(
+                "duplicate-commit", None,
+                f"The log's commitInfo names op {op_id} at versions {seen[op_id]} and {v}: one op, two commits.",
+                ops=[op_id], versions=[seen[op_id], v]))
+        seen.setdefault(op_id, v)
+    stats = {"rows_added": len(facts.lives), "distinct_rows": len(by_id)}
+    if anomalies:
+        return CheckResult(
+            NAME, Verdict.INVALID,
+            f"{len(dup_rows)} row(s) are present more than once and {len(applied_twice)} op(s) were applied more than "
+            f"once. Each op writes rows with unique ids exactly once, so any copy means a commit was applied twice "
+            f"(typically a retry after a lost response) or data was duplicated. First: {anomalies[0].explanation}",
+            anomalies, stats)
+    return CheckResult(
+        NAME, Verdict.VALID,
+        f"All {len(facts.lives)} rows ever added are distinct and no op was applied more than once.", [], stats)

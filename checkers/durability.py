@@ -1,0 +1,64 @@
+"""Durability (spec C7): every acknowledged append is in the log, at the
+version the client was told where it was told one, and its rows are present
+in the final state of the table."""
+
+from __future__ import annotations
+
+from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.model import expected_ids, fmt_ids, table_facts, writes
+from harness.deltalog import TransactionLog
+from harness.history import OK, History
+
+NAME = "durability"
+
+
+def check(history: History, log: TransactionLog) -> CheckResult:
+    facts = table_facts(log)
+    if facts.latest is None:
+        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; durability cannot be judged.")
+    final = facts.state(facts.latest)
+    acked = [op for op in writes(history) if op.type == OK]
+    anomalies: list[Anomaly] = []
+    for op in acked:
+        want = expected_ids(op)
+        version = facts.version_of(op.id)
+        if version is None:
+            anomalies.append(Anomaly(
+                "lost-write", "C7",
+                f"Op {op.id} (process {op.process}) was acknowledged ok, but no commit in the log "
+                f"(versions 0..{facts.latest}) contains any of its {len(want)} row(s) ({fmt_ids(want)}).",
+                ops=[op.id], rows=want))
+            continue
+        missing = [i for i in want if i not in final]
+        if missing:
+            anomalies.append(Anomaly(
+                "lost-rows", "C7",
+                f"Op {op.id} was acknowledged ok and committed at version {version}, but {len(missing)} of its "
+                f"row(s) ({fmt_ids(missing)}) are not in the final state at version {facts.latest}.",
+                ops=[op.id], versions=[version, facts.latest], rows=missing))
+        if op.version is not None and op.version != version:
+            anomalies.append(Anomaly(
+                "wrong-commit-version", "C7",
+                f"Op {op.id} was told it committed version {op.version}, but its rows appear at version {version}.",
+                ops=[op.id], versions=[op.version, version]))
+        logged = facts.commit_ops.get(op.version) if op.version is not None else None
+        if logged is not None and logged != op.id:
+            anomalies.append(Anomaly(
+                "wrong-commit-version", "C7",
+                f"Op {op.id} was told it committed version {op.version}, but the log's commitInfo at that "
+                f"version names op {logged}.",
+                ops=[op.id, logged], versions=[op.version]))
+    stats = {"acknowledged_appends": len(acked), "final_version": facts.latest, "final_rows": len(final)}
+    if anomalies:
+        lost = sum(1 for a in anomalies if a.kind in ("lost-write", "lost-rows"))
+        return CheckResult(
+            NAME, Verdict.INVALID,
+            f"{lost} of {len(acked)} acknowledged append(s) lost some or all of their rows, and "
+            f"{len(anomalies) - lost} report a commit version the log contradicts. Spec C7: a committed change is "
+            f"permanent, so every row of an acknowledged append must be in the table's final state (version "
+            f"{facts.latest}). First: {anomalies[0].explanation}",
+            anomalies, stats)
+    return CheckResult(
+        NAME, Verdict.VALID,
+        f"All {len(acked)} acknowledged appends are in the log, and all their rows are in the final state "
+        f"(version {facts.latest}, {len(final)} rows).", [], stats)

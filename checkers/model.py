@@ -1,0 +1,176 @@
+"""What the log says happened to rows, replayed once for all checkers.
+
+Rows are identified by their unique ``id``; every row carries its writer's op
+id in ``writer``. From the log we learn, per version, which rows were added
+and removed, so each row's lifetime is an interval of versions
+``[added, removed)``; a table state is the set of rows alive at a version.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from harness.deltalog import TransactionLog
+from harness.history import OK, History, Op
+
+_MASK = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64: a fixed, well-spread hash of a row id (Python's hash of
+    ints is the identity, which would make sums of ids collide)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _row_key(row_id: Any) -> int:
+    if isinstance(row_id, int):
+        return row_id
+    return int.from_bytes(str(row_id).encode()[:16].ljust(16, b"\0"), "little") ^ len(str(row_id))
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """An order-independent multiset hash of row ids: adding or removing a row
+    updates it in O(1), so every version's state gets one without rebuilding."""
+
+    count: int
+    h1: int
+    h2: int
+
+    @classmethod
+    def of(cls, ids: Iterable[Any]) -> "Fingerprint":
+        f = cls(0, 0, 0)
+        for i in ids:
+            f = f.add(i)
+        return f
+
+    def add(self, row_id: Any, sign: int = 1) -> "Fingerprint":
+        k = _row_key(row_id)
+        return Fingerprint(
+            self.count + sign,
+            (self.h1 + sign * _mix(k)) & _MASK,
+            (self.h2 + sign * _mix(k ^ 0x5DEECE66D)) & _MASK,
+        )
+
+
+@dataclass
+class RowLife:
+    id: Any
+    writer: str | None
+    added: int
+    removed: int | None = None  # version whose commit removed it
+
+
+@dataclass
+class TableFacts:
+    versions: list[int]
+    # All row lifetimes, in version order of addition; a row id appearing in
+    # more than one entry was added more than once.
+    lives: list[RowLife]
+    # op id -> versions at which rows written by that op were added
+    writer_versions: dict[str, list[int]] = field(default_factory=dict)
+    # op id -> row ids added, per version
+    writer_rows: dict[str, dict[int, list[Any]]] = field(default_factory=dict)
+    # version -> fingerprint of the table state at that version
+    fingerprints: dict[int, Fingerprint] = field(default_factory=dict)
+    by_fingerprint: dict[Fingerprint, list[int]] = field(default_factory=dict)
+    # version -> op id recorded in commitInfo by engines that can (delta-rs)
+    commit_ops: dict[int, str] = field(default_factory=dict)
+    unreadable_files: list[str] = field(default_factory=list)
+
+    @property
+    def latest(self) -> int | None:
+        return self.versions[-1] if self.versions else None
+
+    def state(self, version: int) -> set[Any]:
+        return {r.id for r in self.lives if r.added <= version and (r.removed is None or r.removed > version)}
+
+    def version_of(self, op_id: str) -> int | None:
+        """The version at which an op's rows first appeared (its commit)."""
+        vs = self.writer_versions.get(op_id)
+        return vs[0] if vs else None
+
+
+def table_facts(log: TransactionLog) -> TableFacts:
+    """Facts of a log, computed once and shared by every checker of a run."""
+    cached = getattr(log, "_dj_table_facts", None)
+    if cached is None:
+        cached = _replay(log)
+        setattr(log, "_dj_table_facts", cached)
+    return cached
+
+
+def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
+    """Replay the log once: row lifetimes, per-op versions, per-version fingerprints."""
+    lives: list[RowLife] = []
+    alive: dict[str, list[RowLife]] = {}  # data file path -> lives of its rows
+    writer_rows: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    fingerprints: dict[int, Fingerprint] = {}
+    by_fp: dict[Fingerprint, list[int]] = defaultdict(list)
+    commit_ops: dict[int, str] = {}
+    unreadable: list[str] = []
+    fp = Fingerprint(0, 0, 0)
+    versions: list[int] = []
+    for version, commit, adds, removes in log.replay():
+        versions.append(version)
+        info = commit.commit_info or {}
+        if op_id_key in info:
+            commit_ops[version] = str(info[op_id_key])
+        for rm in removes:
+            for life in alive.pop(rm["path"], []):
+                life.removed = version
+                fp = fp.add(life.id, -1)
+        for add in adds:
+            try:
+                rows = log.file_rows(add["path"])
+            except Exception as e:  # recorded, and the verdict becomes unknown
+                unreadable.append(f"{add['path']}: {e}")
+                continue
+            ids = rows.column("id").to_pylist() if "id" in rows.column_names else []
+            writers = rows.column("writer").to_pylist() if "writer" in rows.column_names else [None] * len(ids)
+            file_lives = []
+            for rid, w in zip(ids, writers):
+                life = RowLife(rid, w, version)
+                file_lives.append(life)
+                lives.append(life)
+                fp = fp.add(rid)
+                if w is not None:
+                    writer_rows[w][version].append(rid)
+            alive.setdefault(add["path"], []).extend(file_lives)
+        fingerprints[version] = fp
+        by_fp[fp].append(version)
+    return TableFacts(
+        versions=versions,
+        lives=lives,
+        writer_versions={w: sorted(vs) for w, vs in writer_rows.items()},
+        writer_rows={w: dict(vs) for w, vs in writer_rows.items()},
+        fingerprints=fingerprints,
+        by_fingerprint=dict(by_fp),
+        commit_ops=commit_ops,
+        unreadable_files=unreadable,
+    )
+
+
+def expected_ids(op: Op) -> list[Any]:
+    """Row ids an append op meant to write (from its invocation)."""
+    v = op.invoke.value
+    return list(v.get("ids", [])) if isinstance(v, dict) else []
+
+
+def writes(history: History) -> list[Op]:
+    return [op for op in history.client_ops() if op.f == "append"]
+
+
+def reads(history: History) -> list[Op]:
+    return [op for op in history.client_ops() if op.f == "read" and op.type == OK]
+
+
+def fmt_ids(ids: Iterable[Any], limit: int = 5) -> str:
+    ids = list(ids)
+    head = ", ".join(str(i) for i in ids[:limit])
+    return head + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")

@@ -1,0 +1,98 @@
+"""bench-overhead: what the harness itself costs per op.
+
+Runs the same op sequence (the append workload's mix, fixed seed) twice on
+fresh tables: once as a bare loop calling the engine client in-process, once
+through the harness (worker process, pipe, history recording). The harness's
+per-op overhead is the controller-observed latency minus the time the worker
+spent inside the engine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from harness.clients import Worker
+from harness.engines import make_client, make_engine
+from harness.history import INVOKE, HistoryWriter, OpError
+from harness.storage import open_storage
+from workloads import make_workload
+from workloads.base import SlotGenerator
+
+SEED = 1
+TARGET_OVERHEAD_P50_MS = 1.0
+TARGET_THROUGHPUT_RATIO = 0.90
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
+    engine = make_engine(engine_name)
+    workload = make_workload("append", SEED)
+    table = workload.table()
+    gen = SlotGenerator(SEED, 0)
+    ops = [workload.next_op(gen).to_json() for _ in range(n_ops)]
+    with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:
+        run_dir = Path(tmp)
+        storage = open_storage(storage_kind, run_dir, prefix="bench/")
+        try:
+            nodes = engine.start_nodes(1, storage, run_dir / "logs", 60)
+            try:
+                # Bare loop: the engine client called directly, no harness.
+                bare_cfg = engine.client_config(nodes[0], 0, storage, storage.table_uri("bare"), 30)
+                client = make_client(bare_cfg)
+                client.open()
+                client.create_table(table)
+                bare_lat = []
+                t_start = time.perf_counter()
+                for op in ops:
+                    t = time.perf_counter_ns()
+                    workload.invoke(client, table, op)
+                    bare_lat.append((time.perf_counter_ns() - t) / 1e6)
+                bare_s = time.perf_counter() - t_start
+                client.close()
+
+                # Through the harness: worker process + history recording.
+                cfg = engine.client_config(nodes[0], 0, storage, storage.table_uri("harness"), 30)
+                worker = Worker(cfg, "append", SEED, None, table, run_dir / "logs" / "worker.log").start(90)
+                history = HistoryWriter(run_dir / "history.jsonl")
+                try:
+                    worker.call({"f": "create-table", "id": "setup.1", "value": None}, 60)
+                    overhead, lat = [], []
+                    t_start = time.perf_counter()
+                    for op in ops:
+                        t = time.perf_counter_ns()
+                        history.record(process=0, type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node="n1")
+                        reply = worker.call(op, 30)
+                        err = OpError.from_json(reply["error"]) if reply.get("error") else None
+                        history.record(process=0, type=reply["type"], f=op["f"], id=op["id"], value=reply.get("value"),
+                                       version=reply.get("version"), node="n1", error=err)
+                        total = time.perf_counter_ns() - t
+                        lat.append(total / 1e6)
+                        overhead.append((total - reply["engine_ns"]) / 1e6)
+                    harness_s = time.perf_counter() - t_start
+                finally:
+                    history.close()
+                    worker.stop()
+            finally:
+                engine.stop_nodes()
+        finally:
+            storage.stop()
+    bare_rate, harness_rate = n_ops / bare_s, n_ops / harness_s
+    ratio = harness_rate / bare_rate
+    p50, p99 = statistics.median(overhead), _pct(overhead, 0.99)
+    print(f"bench-overhead: engine {engine_name}, storage {storage_kind}, {n_ops} ops (append workload mix, seed {SEED})")
+    print(f"  bare loop : {bare_rate:8.1f} ops/s   latency p50 {statistics.median(bare_lat):7.2f} ms  p99 {_pct(bare_lat, 0.99):7.2f} ms")
+    print(f"  harness   : {harness_rate:8.1f} ops/s   latency p50 {statistics.median(lat):7.2f} ms  p99 {_pct(lat, 0.99):7.2f} ms")
+    print(f"  harness overhead per op (recording + scheduling + IPC): p50 {p50:.3f} ms  p99 {p99:.3f} ms")
+    print(f"  throughput: harness = {ratio * 100:.1f}% of bare loop")
+    ok1 = p50 <= TARGET_OVERHEAD_P50_MS
+    ok2 = ratio >= TARGET_THROUGHPUT_RATIO
+    print(f"  target overhead p50 <= {TARGET_OVERHEAD_P50_MS} ms: {'met' if ok1 else 'MISSED'}; "
+          f"target throughput >= {TARGET_THROUGHPUT_RATIO:.0%} of bare: {'met' if ok2 else 'MISSED'}")
+    return 0

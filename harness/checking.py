@@ -1,0 +1,138 @@
+"""Check a run folder: load its history and table snapshot, run the
+workload's checkers, write results.json and summary.txt.
+
+Needs no engine and no storage server: `delta-jepsen check <run-dir>`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checkers import CHECKERS
+from checkers.base import CheckResult, Verdict, combine
+from harness.deltalog import read_log
+from harness.history import History, load_history
+from harness.procs import HarnessError
+
+EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
+
+
+@dataclass
+class Report:
+    run_dir: Path
+    verdict: Verdict
+    results: list[CheckResult]
+    doc: dict[str, Any]
+    summary: str
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+
+def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
+    ops = history.client_ops()
+    counts = Counter(op.type for op in ops)
+    classes = Counter(op.error.cls.value for op in ops if op.error is not None)
+    elapsed = run.get("elapsed")
+    if not elapsed and history.events:
+        elapsed = (history.events[-1].time - history.events[0].time) / 1e9
+    done = counts["ok"] + counts["fail"] + counts["info"]
+    return {
+        "events": len(history.events),
+        "ops": len(ops),
+        "ok": counts["ok"],
+        "fail": counts["fail"],
+        "info": counts["info"],
+        "by_f": dict(Counter(op.f for op in ops)),
+        "error_classes": dict(classes),
+        "elapsed_s": round(elapsed or 0.0, 3),
+        "ops_per_s": round(done / elapsed, 2) if elapsed else None,
+        "truncated": history.truncated,
+        "problems": [f"line {n}: {why}" for n, why in history.problems],
+    }
+
+
+def check_run(run_dir: str | Path, write: bool = True) -> Report:
+    run_dir = Path(run_dir)
+    hist_path = run_dir / "history.jsonl"
+    if not hist_path.is_file():
+        raise HarnessError(f"{run_dir} is not a run folder (no history.jsonl)")
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text())
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"{run_dir}/spec.json unreadable: {e}") from None
+    run = {}
+    if (run_dir / "run.json").is_file():
+        try:
+            run = json.loads((run_dir / "run.json").read_text())
+        except ValueError:
+            run = {}
+    names = spec.get("checkers") or list(CHECKERS)
+    unknown = [n for n in names if n not in CHECKERS]
+    if unknown:
+        raise HarnessError(f"unknown checker(s) {', '.join(unknown)}; valid: {', '.join(CHECKERS)}")
+
+    t0 = time.monotonic()
+    history = load_history(hist_path)
+    log = read_log(str(run_dir / "table"))
+    results = []
+    for name in names:
+        try:
+            results.append(CHECKERS[name](history, log))
+        except Exception as e:  # a checker bug must not hide the other verdicts
+            results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
+    verdict = combine([r.verdict for r in results])
+    corrupt = [p for p in history.problems if p[1] != "truncated last line"]
+    if corrupt and verdict is Verdict.VALID:
+        verdict = Verdict.UNKNOWN  # lines we could not read may hold anything
+    hstats = _history_stats(history, run)
+    doc = {
+        "verdict": verdict.value,
+        "run": run,
+        "history": hstats,
+        "log": {"versions": len(log.versions), "latest_version": log.latest_version,
+                "problems": [p.__dict__ for p in log.problems]},
+        "checkers": [r.to_json() for r in results],
+        "repro": spec.get("repro"),
+        "check_seconds": round(time.monotonic() - t0, 3),
+    }
+    summary = render_summary(run_dir, verdict, results, hstats, doc, run)
+    if write:
+        (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        (run_dir / "summary.txt").write_text(summary)
+    return Report(run_dir, verdict, results, doc, summary)
+
+
+def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], h: dict[str, Any],
+                   doc: dict[str, Any], run: dict[str, Any]) -> str:
+    lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
+    if run.get("interrupted"):
+        lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
+    if h["truncated"]:
+        lines.append("the history ends in a truncated line: checked as far as it goes")
+    for p in h["problems"]:
+        if "truncated" not in p:
+            lines.append(f"history problem: {p}")
+    rate = f"{h['ops_per_s']:.1f} ops/s" if h["ops_per_s"] else "n/a ops/s"
+    lines.append(
+        f"ops: {h['ops']} ({h['ok']} ok, {h['fail']} fail, {h['info']} info) in {h['elapsed_s']:.1f}s, {rate}; "
+        f"versions committed: {doc['log']['latest_version'] if doc['log']['latest_version'] is not None else 'none'}"
+    )
+    if h["error_classes"]:
+        lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(h["error_classes"].items())))
+    for r in results:
+        lines.append(f"  {r.checker:<14} {r.verdict.value:<8} {r.explanation}")
+        for a in r.anomalies[:5]:
+            lines.append(f"      - [{a.kind}{', spec ' + a.claim if a.claim else ''}] {a.explanation}")
+        if len(r.anomalies) > 5:
+            lines.append(f"      ... {len(r.anomalies) - 5} more in results.json")
+    if doc.get("repro"):
+        lines.append(f"re-run: {doc['repro']}")
+    lines.append(f"re-check: delta-jepsen check {run_dir}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,180 @@
+"""delta-jepsen: the command line.
+
+Exit codes: 0 valid, 1 invalid, 2 bad input or harness error, 3 unknown,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from harness.procs import HarnessError
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"delta-jepsen: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _positive(kind: type) -> object:
+    def parse(s: str) -> object:
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0: {s!r}")
+        return v
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness.engines import ENGINE_NAMES
+    from harness.storage import STORAGE_KINDS
+    from nemeses import NEMESIS_NAMES
+    from workloads import WORKLOAD_NAMES
+
+    p = _Parser(prog="delta-jepsen", description="Jepsen-style correctness tests for Delta Lake tables.")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+    r = sub.add_parser("run", help="run a test and check it (the default command)")
+    r.add_argument("--workload", default="append", help=f"one of: {', '.join(WORKLOAD_NAMES)} (default append)")
+    r.add_argument("--engine", default="sail", help=f"one of: {', '.join(ENGINE_NAMES)} (default sail)")
+    r.add_argument("--storage", default="s3", help=f"one of: {', '.join(STORAGE_KINDS)} (default s3: embedded moto)")
+    r.add_argument("--nodes", type=_positive(int), default=2, help="engine nodes, e.g. Sail servers (default 2)")
+    r.add_argument("--concurrency", type=_positive(int), default=4, help="client worker processes (default 4)")
+    r.add_argument("--time-limit", type=_positive(float), default=30.0, help="seconds of workload (default 30)")
+    r.add_argument("--seed", type=int, default=None, help="generator seed (default: random, recorded)")
+    r.add_argument("--op-timeout", type=_positive(float), default=30.0, help="seconds before an op is info (default 30)")
+    r.add_argument("--isolation", default=None, help="table isolation level: Serializable or WriteSerializable")
+    r.add_argument("--nemesis", default="none", help=f"comma-separated faults: {', '.join(NEMESIS_NAMES)}")
+    r.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
+    r.add_argument("--local-root", default=None, help="--storage local: directory for the table (default: the run folder)")
+    r.add_argument("--s3-endpoint", default=None, help="--storage external-s3: endpoint (default $AWS_ENDPOINT_URL)")
+    r.add_argument("--s3-bucket", default=None, help="--storage external-s3: bucket (default $DJ_S3_BUCKET)")
+    r.add_argument("--no-progress", action="store_true", help="no live progress line")
+    c = sub.add_parser("check", help="re-run the checkers on a stored run, without any engine")
+    c.add_argument("run_dir", help="a run folder, e.g. results/latest")
+    c.add_argument("--json", action="store_true", help="print results.json instead of the summary")
+    b = sub.add_parser("bench-overhead", help="the harness's own per-op cost next to a bare loop")
+    b.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-rs)")
+    b.add_argument("--storage", default="local", help="local or s3 (default local)")
+    b.add_argument("--ops", type=_positive(int), default=300, help="ops per measurement (default 300)")
+    sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
+    return p
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.checking import check_run
+    from harness.engines import make_engine
+    from harness.progress import Progress
+    from harness.results import new_run_dir, results_root
+    from harness.runner import Runner
+    from harness.spec import ISOLATION_LEVELS, RunSpec
+    from harness.storage import STORAGE_KINDS
+    from nemeses import parse_nemeses
+    from workloads import make_workload
+
+    if args.isolation is not None and args.isolation not in ISOLATION_LEVELS:
+        raise HarnessError(f"unknown isolation level {args.isolation!r}; valid: {', '.join(ISOLATION_LEVELS)}")
+    if args.storage not in STORAGE_KINDS:
+        raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
+    make_workload(args.workload, 0)
+    make_engine(args.engine)
+    spec = RunSpec(
+        workload=args.workload,
+        engine=args.engine,
+        storage=args.storage,
+        nodes=args.nodes,
+        concurrency=args.concurrency,
+        time_limit=args.time_limit,
+        seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
+        op_timeout=args.op_timeout,
+        isolation=args.isolation,
+        nemesis=parse_nemeses(args.nemesis),
+        local_root=args.local_root,
+        s3_endpoint=args.s3_endpoint,
+        s3_bucket=args.s3_bucket,
+    )
+    from harness.procs import install_signal_handlers
+
+    install_signal_handlers()
+    run_dir = new_run_dir(results_root(args.results_dir), spec.workload, spec.engine)
+    print(f"run: {run_dir}  seed {spec.seed}", file=sys.stderr)
+    with Progress(spec.time_limit, enabled=not args.no_progress) as progress:
+        outcome = Runner(spec, run_dir, progress).run()
+    (run_dir / "run.json").write_text(json.dumps({
+        "elapsed": round(outcome.elapsed, 3),
+        "interrupted": outcome.interrupted,
+        "counts": outcome.counts,
+        "fatal": outcome.fatal,
+    }, indent=2) + "\n")
+    report = check_run(run_dir)
+    print(report.summary, end="")
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    if outcome.fatal:
+        raise HarnessError(outcome.fatal)
+    return report.exit_code
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from harness.checking import check_run
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.exists():
+        raise HarnessError(f"no such run folder: {run_dir}")
+    report = check_run(run_dir.resolve() if run_dir.is_symlink() else run_dir)
+    print(json.dumps(report.doc, indent=2, default=str) if args.json else report.summary, end="\n" if args.json else "")
+    return report.exit_code
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from checkers import CHECKERS
+    from harness.engines import ENGINE_NAMES
+    from harness.storage import STORAGE_KINDS
+    from nemeses import NEMESIS_NAMES
+    from workloads import WORKLOAD_NAMES
+
+    for title, names in (("workloads", WORKLOAD_NAMES), ("engines", ENGINE_NAMES), ("storage", STORAGE_KINDS),
+                         ("nemeses", NEMESIS_NAMES), ("checkers", tuple(CHECKERS))):
+        print(f"{title}: {', '.join(names)}")
+    return 0
+
+
+def cmd_bench_overhead(args: argparse.Namespace) -> int:
+    from harness.bench import bench_overhead
+
+    return bench_overhead(args.engine, args.storage, args.ops)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
+    args = build_parser().parse_args(argv)
+    handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead}
+    try:
+        return handlers[args.cmd](args)
+    except HarnessError as e:
+        print(f"delta-jepsen: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("delta-jepsen: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        os._exit(EXIT_BAD_INPUT)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

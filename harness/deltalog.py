@@ -1,0 +1,1211 @@
+"""Reads a Delta table's transaction log directly, never through an engine.
+
+The checkers judge engines, so they must not see the table through one: an
+engine bug in log replay would hide the very anomaly we look for. This module
+parses ``_delta_log`` itself (JSON commits ``<20-digit version>.json``,
+classic, multi-part and v2 parquet/JSON checkpoints, ``_last_checkpoint``)
+from a local directory or from S3, and reads data files with pyarrow.
+
+Robustness is the point: a checker runs after chaos, so a broken commit file
+is evidence, not an error. Nothing here raises on bad log *content*; every
+oddity becomes a :class:`LogProblem` and the reader carries on with what it
+can read. It does raise on programmer errors (asking for a version past the
+end) and on an unreachable store (that is the environment, not the table).
+
+Paths: an add's ``path`` is a URI; relative ones (the usual) are
+percent-encoded relative to the table root. delta-rs double-encodes partition
+directories: the directory ``part=a%20b`` (Hive escaping of ``a b``) appears
+in the log as ``part=a%2520b``, so exactly one ``unquote`` gives the object
+name. ``live_files`` keys are the raw log paths, so they match the log text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+LOG_DIR = "_delta_log"
+
+_COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+_CKPT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_CKPT_PART_RE = re.compile(r"^(\d{20})\.checkpoint\.(\d+)\.(\d+)\.parquet$")
+_CKPT_V2_RE = re.compile(r"^(\d{20})\.checkpoint\.([0-9A-Za-z-]+)\.(json|parquet)$")
+# Files every healthy log may carry that are neither commits nor checkpoints.
+_EXPECTED_OTHER = re.compile(
+    r"^(\d{20}\.crc|\d{20}\.\d{20}\.compacted\.json|_last_checkpoint|_last_vacuum_info)$"
+)
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
+
+_CHECKPOINT_ACTIONS = (
+    "add", "remove", "metaData", "protocol", "txn", "domainMetadata",
+    "sidecar", "checkpointMetadata",
+)  # fmt: skip
+
+# Threads for S3 reads: each GET is latency-bound, so many in flight pay off.
+_S3_WORKERS = 32
+
+
+@dataclass
+class LogProblem:
+    """Something wrong with the log itself, found while reading it."""
+
+    # "gap" | "missing-commit" | "unparseable" | "unreadable" | "empty-log"
+    # | "multiple-metadata" | "multiple-protocol" | "duplicate-file-action"
+    # | "deletion-vector" | "checkpoint-unreadable" | "checkpoint-mismatch"
+    # | "last-checkpoint" | "data-file-unreadable" | "partition-value"
+    # | "duplicate-version" (from_commits only)
+    kind: str
+    version: int | None
+    detail: str  # one line a human can read
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "version": self.version, "detail": self.detail}
+
+
+def _int(x: Any) -> int | None:
+    # bool is an int in Python; a boolean readVersion is garbage, not 1.
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+@dataclass
+class Commit:
+    """One JSON commit: the actions of ``<version>.json`` in file order."""
+
+    version: int
+    actions: list[dict] = field(default_factory=list)
+
+    def _inner(self, kind: str) -> list[dict]:
+        return [a[kind] for a in self.actions if kind in a]
+
+    @property
+    def commit_info(self) -> dict | None:
+        infos = self._inner("commitInfo")
+        return infos[0] if infos else None
+
+    @property
+    def adds(self) -> list[dict]:
+        return self._inner("add")
+
+    @property
+    def removes(self) -> list[dict]:
+        return self._inner("remove")
+
+    @property
+    def metadata(self) -> dict | None:
+        # Several metaData in one commit is a protocol violation (recorded as
+        # a problem); the last one is what a replaying reader ends up with.
+        m = self._inner("metaData")
+        return m[-1] if m else None
+
+    @property
+    def protocol(self) -> dict | None:
+        p = self._inner("protocol")
+        return p[-1] if p else None
+
+    @property
+    def txns(self) -> list[dict]:
+        return self._inner("txn")
+
+    def _info(self, key: str) -> Any:
+        info = self.commit_info
+        return info.get(key) if info else None
+
+    @property
+    def timestamp(self) -> int | None:
+        return _int(self._info("timestamp"))
+
+    @property
+    def operation(self) -> str | None:
+        op = self._info("operation")
+        return op if isinstance(op, str) else None
+
+    @property
+    def operation_parameters(self) -> dict:
+        p = self._info("operationParameters")
+        return p if isinstance(p, dict) else {}
+
+    @property
+    def read_version(self) -> int | None:
+        return _int(self._info("readVersion"))
+
+    @property
+    def isolation_level(self) -> str | None:
+        lvl = self._info("isolationLevel")
+        return lvl if isinstance(lvl, str) else None
+
+    @property
+    def is_blind_append(self) -> bool | None:
+        b = self._info("isBlindAppend")
+        return b if isinstance(b, bool) else None
+
+
+def _dv_id(action: dict) -> str | None:
+    # Delta reconciles file actions on (path, deletion-vector id): a DV update
+    # is remove(path, oldDV) + add(path, newDV) in one commit, in any order.
+    dv = action.get("deletionVector")
+    if not isinstance(dv, dict):
+        return None
+    off = dv.get("offset")
+    return f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}" + (
+        f"@{off}" if off is not None else ""
+    )
+
+
+def _file_key(action: dict) -> tuple[str, str | None]:
+    return (action["path"], _dv_id(action))
+
+
+def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[LogProblem]]:
+    """Validate one commit's actions.
+
+    Returns (fatal error, problems): a fatal error means the commit cannot be
+    trusted at all (half-applying a commit would invent a state no reader
+    ever saw); problems are protocol violations worth reporting whose commit
+    is still usable.
+    """
+    if not isinstance(actions, list):
+        return f"actions are a {type(actions).__name__}, not a list", []
+    problems: list[LogProblem] = []
+    n_meta = n_proto = 0
+    seen: dict[tuple[str, str | None], int] = {}
+    dv_paths: list[str] = []
+    for i, a in enumerate(actions):
+        if not isinstance(a, dict) or len(a) != 1:
+            return f"action {i} is not a one-key object: {str(a)[:120]}", []
+        ((kind, inner),) = a.items()
+        if not isinstance(inner, dict):
+            return f"action {i} ({kind}) is not an object", []
+        if kind in ("add", "remove"):
+            if not isinstance(inner.get("path"), str):
+                return f"action {i} ({kind}) has no string path", []
+            pv = inner.get("partitionValues")
+            if pv is not None and not isinstance(pv, dict):
+                return f"action {i} ({kind}) has non-object partitionValues", []
+            key = _file_key(inner)
+            seen[key] = seen.get(key, 0) + 1
+            if kind == "add" and inner.get("deletionVector"):
+                dv_paths.append(inner["path"])
+        elif kind == "metaData":
+            n_meta += 1
+        elif kind == "protocol":
+            n_proto += 1
+    if n_meta > 1:
+        problems.append(
+            LogProblem("multiple-metadata", version, f"{n_meta} metaData actions in one commit")
+        )
+    if n_proto > 1:
+        problems.append(
+            LogProblem("multiple-protocol", version, f"{n_proto} protocol actions in one commit")
+        )
+    dups = [k for k, n in seen.items() if n > 1]
+    if dups:
+        problems.append(
+            LogProblem(
+                "duplicate-file-action",
+                version,
+                f"{len(dups)} file(s) with more than one add/remove in one commit,"
+                f" e.g. {dups[0][0]}",
+            )
+        )
+    if dv_paths:
+        problems.append(
+            LogProblem(
+                "deletion-vector",
+                version,
+                f"{len(dv_paths)} add(s) carry deletion vectors, which the row reader"
+                f" does not apply (rows are over-reported), e.g. {dv_paths[0]}",
+            )
+        )
+    return None, problems
+
+
+def parse_commit_bytes(data: bytes) -> list[dict]:
+    """Parse newline-delimited JSON actions; raises ValueError when malformed.
+
+    Splits on b"\\n" only: str.splitlines would also split on U+2028 etc.,
+    which serde_json (delta-rs) writes unescaped inside strings.
+    """
+    actions = []
+    for i, line in enumerate(data.split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            actions.append(json.loads(line))
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"line {i + 1}: {e}") from None
+    if not actions:
+        raise ValueError("empty commit file")
+    return actions
+
+
+# --------------------------------------------------------------------------
+# Schema: Delta JSON types -> Arrow types (for partition values and to give
+# every file's rows the table's column order and types).
+
+_PRIMITIVES = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+_DECIMAL_RE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+
+def _arrow_type(t: Any) -> pa.DataType | None:
+    """None for a type we do not know; callers then leave the column as read."""
+    try:
+        if isinstance(t, str):
+            if t in _PRIMITIVES:
+                return _PRIMITIVES[t]
+            m = _DECIMAL_RE.match(t)
+            return pa.decimal128(int(m[1]), int(m[2])) if m else None
+        if isinstance(t, dict):
+            kind = t.get("type")
+            if kind == "struct":
+                fs = []
+                for f in t.get("fields", []):
+                    ft = _arrow_type(f.get("type"))
+                    if ft is None:
+                        return None
+                    fs.append(pa.field(f["name"], ft))
+                return pa.struct(fs)
+            if kind == "array":
+                et = _arrow_type(t.get("elementType"))
+                return pa.list_(et) if et is not None else None
+            if kind == "map":
+                kt, vt = _arrow_type(t.get("keyType")), _arrow_type(t.get("valueType"))
+                return pa.map_(kt, vt) if kt is not None and vt is not None else None
+    except (KeyError, TypeError, ValueError, pa.ArrowException):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str  # logical
+    physical: str  # name in data files and partitionValues (column mapping)
+    type: pa.DataType | None
+
+
+@dataclass(frozen=True)
+class _Schema:
+    fields: tuple[_Field, ...]
+    partition_columns: tuple[str, ...]
+
+    def field(self, name: str) -> _Field | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+    def arrow(self) -> pa.Schema:
+        return pa.schema([(f.name, f.type if f.type is not None else pa.null()) for f in self.fields])
+
+
+def _schema_of(meta: dict | None) -> _Schema | None:
+    if not isinstance(meta, dict):
+        return None
+    try:
+        raw = json.loads(meta.get("schemaString") or "{}")
+    except (ValueError, TypeError):
+        return None
+    conf = meta.get("configuration") or {}
+    mapped = isinstance(conf, dict) and conf.get("delta.columnMapping.mode") in ("name", "id")
+    fields = []
+    for f in raw.get("fields", []) if isinstance(raw, dict) else []:
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            continue
+        md = f.get("metadata") or {}
+        phys = md.get("delta.columnMapping.physicalName") if mapped else None
+        fields.append(_Field(f["name"], phys or f["name"], _arrow_type(f.get("type"))))
+    pcols = meta.get("partitionColumns") or []
+    return _Schema(tuple(fields), tuple(c for c in pcols if isinstance(c, str)))
+
+
+def _partition_array(raw: Any, typ: pa.DataType | None, n: int) -> tuple[pa.Array, bool]:
+    """A column of n copies of one partition value; (array, parsed_ok)."""
+    typ = typ or pa.string()
+    if raw is None:
+        return pa.nulls(n, typ), True
+    s = pa.array([str(raw)], pa.string())
+    try:
+        try:
+            one = s.cast(typ)
+        except pa.ArrowInvalid:
+            # Delta writes UTC timestamps as "2024-01-01 00:00:00.123456"
+            # without a zone; Arrow refuses that for a zoned type.
+            if not pa.types.is_timestamp(typ) or typ.tz is None:
+                raise
+            one = s.cast(pa.timestamp(typ.unit)).cast(typ)
+        return pa.repeat(one[0], n), True
+    except (pa.ArrowException, ValueError):
+        return pa.repeat(s[0], n), False
+
+
+def _conform(table: pa.Table, schema: _Schema | None) -> pa.Table:
+    """Give a file's rows the table schema: its column order and types, nulls
+    for columns the file predates. Extra columns are kept at the end."""
+    if schema is None or not schema.fields:
+        return table
+    arrays, names = [], []
+    for f in schema.fields:
+        if f.name in table.column_names:
+            col = table[f.name]
+            if f.type is not None and col.type != f.type:
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowException, ValueError):
+                    pass  # keep as read; concat_tables will unify or complain
+        else:
+            col = pa.chunked_array([pa.nulls(table.num_rows, f.type or pa.null())])
+        arrays.append(col)
+        names.append(f.name)
+    for name in table.column_names:
+        if name not in names:
+            arrays.append(table[name])
+            names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+# --------------------------------------------------------------------------
+# Storage: a local directory or an S3 prefix, behind four operations.
+
+
+def _boto_kwargs(storage_options: dict | None) -> dict[str, str]:
+    # boto3 names are the contract; delta-rs' upper-case names are accepted
+    # too because the harness already holds those for the engines.
+    aliases = {
+        "endpoint_url": "endpoint_url",
+        "aws_endpoint_url": "endpoint_url",
+        "aws_endpoint": "endpoint_url",
+        "aws_access_key_id": "aws_access_key_id",
+        "aws_secret_access_key": "aws_secret_access_key",
+        "aws_session_token": "aws_session_token",
+        "region_name": "region_name",
+        "aws_region": "region_name",
+        "aws_default_region": "region_name",
+    }
+    out: dict[str, str] = {}
+    for k, v in (storage_options or {}).items():
+        name = aliases.get(k.lower())
+        if name and v is not None and name not in out:
+            out[name] = str(v)
+    return out
+
+
+def _s3_client(storage_options: dict | None) -> Any:
+    import boto3  # lazy: local-only use needs no AWS stack
+    from botocore.config import Config
+
+    kw = _boto_kwargs(storage_options)
+    cfg: dict[str, Any] = {
+        "connect_timeout": 10,
+        "read_timeout": 60,
+        "retries": {"max_attempts": 5, "mode": "standard"},
+        "max_pool_connections": _S3_WORKERS,
+    }
+    if "endpoint_url" in kw:
+        # Local S3 look-alikes (moto, MinIO) serve path-style only.
+        cfg["s3"] = {"addressing_style": "path"}
+    return boto3.session.Session().client("s3", config=Config(**cfg), **kw)
+
+
+class _Store:
+    remote = False
+
+    def __init__(self, storage_options: dict | None) -> None:
+        self._options = storage_options
+        self._s3: Any = None
+
+    def s3(self) -> Any:
+        if self._s3 is None:
+            self._s3 = _s3_client(self._options)
+        return self._s3
+
+    def list_log(self) -> list[str]:
+        """Names directly inside _delta_log (not in its subdirectories)."""
+        raise NotImplementedError
+
+    def read_rel(self, rel: str) -> bytes:
+        """An object by its (decoded) name relative to the table root."""
+        raise NotImplementedError
+
+    def list_all(self) -> list[str]:
+        """Every object under the table root, relative names."""
+        raise NotImplementedError
+
+    def read_path(self, path: str) -> bytes:
+        """A data file by its add-action path (relative URI or absolute)."""
+        m = _SCHEME_RE.match(path)
+        if not m:
+            return self.read_rel(unquote(path))
+        scheme = m[1].lower()
+        u = urlparse(path)
+        if scheme == "file":
+            return Path(unquote(u.path)).read_bytes()
+        if scheme in ("s3", "s3a"):
+            obj = self.s3().get_object(Bucket=u.netloc, Key=unquote(u.path.lstrip("/")))
+            return obj["Body"].read()
+        raise ValueError(f"unsupported URI scheme {scheme!r}")
+
+
+class _LocalStore(_Store):
+    def __init__(self, root: Path, storage_options: dict | None = None) -> None:
+        super().__init__(storage_options)
+        self.root = root
+
+    def list_log(self) -> list[str]:
+        try:
+            with os.scandir(self.root / LOG_DIR) as it:
+                return [e.name for e in it if e.is_file()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def read_rel(self, rel: str) -> bytes:
+        return (self.root / rel).read_bytes()
+
+    def list_all(self) -> list[str]:
+        out = []
+        for dirpath, _dirs, files in os.walk(self.root):
+            for f in files:
+                out.append(os.path.relpath(os.path.join(dirpath, f), self.root))
+        return out
+
+
+class _S3Store(_Store):
+    remote = True
+
+    def __init__(self, bucket: str, prefix: str, storage_options: dict | None) -> None:
+        super().__init__(storage_options)
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def _list(self, prefix: str) -> list[str]:
+        pages = self.s3().get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        )
+        return [o["Key"][len(prefix) :] for page in pages for o in page.get("Contents", [])]
+
+    def list_log(self) -> list[str]:
+        return [n for n in self._list(self._key(LOG_DIR + "/")) if n and "/" not in n]
+
+    def read_rel(self, rel: str) -> bytes:
+        return self.s3().get_object(Bucket=self.bucket, Key=self._key(rel))["Body"].read()
+
+    def list_all(self) -> list[str]:
+        root = self._key("")
+        # Without the slash, prefix "t" would also list a sibling table "t2".
+        root = root if root.endswith("/") or not root else root + "/"
+        return [n for n in self._list(root) if n and not n.endswith("/")]
+
+
+def _open_store(location: str, storage_options: dict | None) -> tuple[_Store, str]:
+    location = str(location)
+    m = _SCHEME_RE.match(location)
+    scheme = m[1].lower() if m else ""
+    if scheme in ("s3", "s3a"):
+        u = urlparse(location)
+        if not u.netloc:
+            raise ValueError(f"no bucket in {location!r}")
+        return _S3Store(u.netloc, u.path, storage_options), location.rstrip("/")
+    if scheme == "file":
+        root = Path(unquote(urlparse(location).path))
+    elif scheme:
+        raise ValueError(f"unsupported location scheme {scheme!r}: {location!r}")
+    else:
+        root = Path(location)
+    return _LocalStore(root.resolve(), storage_options), str(root.resolve())
+
+
+# --------------------------------------------------------------------------
+# Checkpoints
+
+
+@dataclass
+class _Checkpoint:
+    version: int
+    files: list[str]  # names inside _delta_log, in part order
+    kind: str  # "classic" | "multipart" | "v2" | "memory"
+    actions: list[dict] | None = None
+    failed: str | None = None  # why it could not be read, once tried
+    source: list[dict] | None = None  # the actions of an in-memory checkpoint
+
+
+def _table_actions(table: pa.Table) -> list[dict]:
+    cols = [c for c in _CHECKPOINT_ACTIONS if c in table.column_names]
+    rows = table.select(cols).to_pylist(maps_as_pydicts="strict")
+    actions = []
+    for row in rows:
+        for kind in cols:
+            inner = row[kind]
+            if inner is not None:
+                # Parquet gives every absent optional field as None; JSON
+                # commits omit them. Drop them so both look alike.
+                actions.append({kind: {k: v for k, v in inner.items() if v is not None}})
+    return actions
+
+
+# --------------------------------------------------------------------------
+
+
+class TransactionLog:
+    """A parsed ``_delta_log`` plus lazy access to the table's rows.
+
+    Build one with :func:`read_log` or :meth:`from_commits`.
+    """
+
+    def __init__(self) -> None:
+        self.commits: dict[int, Commit] = {}
+        self.problems: list[LogProblem] = []
+        self.location: str | None = None
+        self.last_checkpoint: dict | None = None
+        # Log entries that are neither commits, checkpoints nor the usual
+        # side files, e.g. delta-rs' leftover "_commit_<uuid>.json.tmp" after
+        # a crash mid-commit: evidence for a checker, never applied.
+        self.ignored_files: list[str] = []
+        self._unreadable: set[int] = set()  # a commit file exists but is broken
+        self._checkpoints: dict[int, _Checkpoint] = {}
+        self._store: _Store | None = None
+        self._file_tables: dict[str, pa.Table] | None = None
+        self._file_cache: dict[str, pa.Table] = {}
+        self._versions: list[int] = []
+        self._add_index: dict[str, tuple[int, dict]] = {}
+        self._meta_versions: list[int] = []
+        self._proto_versions: list[int] = []
+        self._first_hole = 0
+        self._live_cache: dict[int, tuple[int, dict[tuple[str, str | None], dict]]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"TransactionLog({self.location!r}, versions={len(self._versions)},"
+            f" latest={self.latest_version}, checkpoints={self.checkpoint_versions},"
+            f" problems={len(self.problems)})"
+        )
+
+    # ---- building
+
+    def _add_commit(self, version: int, actions: Any) -> None:
+        if version in self.commits or version in self._unreadable:
+            self.problems.append(
+                LogProblem("duplicate-version", version, "more than one commit for this version")
+            )
+            return
+        err, problems = _check_actions(version, actions)
+        if err:
+            self._unreadable.add(version)
+            self.problems.append(LogProblem("unparseable", version, err))
+            return
+        self.commits[version] = Commit(version, actions)
+        self.problems.extend(problems)
+
+    def _finish(self) -> None:
+        self._versions = sorted(self.commits)
+        for v in self._versions:
+            c = self.commits[v]
+            for a in c.adds:
+                self._add_index[a["path"]] = (v, a)
+            if c.metadata is not None:
+                self._meta_versions.append(v)
+            if c.protocol is not None:
+                self._proto_versions.append(v)
+        v = 0
+        while v in self.commits:
+            v += 1
+        self._first_hole = v
+        # A checkpoint standing in for missing commits is load-bearing: read
+        # it now, so its problems are in `problems` before anyone looks and
+        # an unreadable one does not count as covering a gap.
+        if self._checkpoints and self._first_hole <= max(self._checkpoints):
+            self._base_for(max(self._checkpoints))
+        self._find_gaps()
+        self.problems.sort(key=lambda p: (-1 if p.version is None else p.version))
+
+    def _find_gaps(self) -> None:
+        present = set(self.commits) | self._unreadable
+        tops = [*present, *self._checkpoints]
+        if not tops:
+            self.problems.append(LogProblem("empty-log", None, "no commits and no checkpoints"))
+            return
+        top = max(tops)
+        # Not yet loaded counts as covering; known-unreadable does not.
+        max_ckpt = max((c for c, ck in self._checkpoints.items() if ck.failed is None), default=-1)
+        first_present = min(present, default=top + 1)
+        runs: list[list[int]] = []
+        for v in range(top + 1):
+            if v in present:
+                continue
+            if runs and runs[-1][1] == v - 1:
+                runs[-1][1] = v
+            else:
+                runs.append([v, v])
+        for lo, hi in runs:
+            span = f"version {lo}" if lo == hi else f"versions {lo}..{hi}"
+            if hi <= max_ckpt:
+                if lo < first_present:
+                    continue  # log cleanup removes a prefix; the checkpoint covers it
+                self.problems.append(
+                    LogProblem(
+                        "missing-commit",
+                        lo,
+                        f"{span}: no commit file after earlier ones exist;"
+                        f" checkpoint {max_ckpt} still covers the table state",
+                    )
+                )
+            else:
+                self.problems.append(
+                    LogProblem(
+                        "gap",
+                        lo,
+                        f"{span}: no commit file and no checkpoint at or after it;"
+                        " the table state from here on is unknown",
+                    )
+                )
+
+    @classmethod
+    def from_commits(
+        cls,
+        commits: Iterable[Commit] | Iterable[list[dict]],
+        file_tables: dict[str, pa.Table] | None = None,
+        *,
+        checkpoints: dict[int, list[dict]] | None = None,
+    ) -> "TransactionLog":
+        """A log built in memory, for synthetic tests.
+
+        A ``list[dict]`` item is the actions of version = its position; a
+        Commit keeps its own version. ``file_rows(path)`` returns
+        ``file_tables[path]`` (plus partition columns it lacks).
+        ``checkpoints`` maps a version to a checkpoint's actions.
+        """
+        log = cls()
+        for pos, item in enumerate(commits):
+            if isinstance(item, Commit):
+                log._add_commit(item.version, item.actions)
+            else:
+                log._add_commit(pos, list(item) if isinstance(item, (list, tuple)) else item)
+        for v, actions in (checkpoints or {}).items():
+            log._checkpoints[v] = _Checkpoint(v, [], "memory", source=list(actions))
+        log._file_tables = dict(file_tables or {})
+        log._finish()
+        return log
+
+    # ---- versions
+
+    @property
+    def versions(self) -> list[int]:
+        return list(self._versions)
+
+    @property
+    def latest_version(self) -> int | None:
+        """The newest version whose state is known: the newest readable commit
+        or checkpoint. A broken newest commit file is a problem, not a version."""
+        tops = [*self._versions[-1:], *self._good_checkpoints()]
+        return max(tops) if tops else None
+
+    def _good_checkpoints(self) -> list[int]:
+        return sorted(c for c, ck in self._checkpoints.items() if ck.failed is None)
+
+    @property
+    def checkpoint_versions(self) -> list[int]:
+        """Versions with a complete checkpoint (all parts present). Whether it
+        parses is learnt when it is first needed; known-unreadable ones are
+        left out (and are in problems)."""
+        return self._good_checkpoints()
+
+    def commit(self, version: int) -> Commit:
+        """The parsed commit; KeyError when missing or unparseable."""
+        try:
+            return self.commits[version]
+        except KeyError:
+            why = "unparseable" if version in self._unreadable else "missing"
+            raise KeyError(f"commit {version} is {why}") from None
+
+    def is_reconstructible(self, version: int) -> bool:
+        """True when the state at `version` follows from readable log entries
+        alone: JSON commits 0..version, or a readable checkpoint c <= version
+        plus JSON commits c+1..version. Otherwise live_files is a best effort."""
+        if version < self._first_hole:
+            return True
+        base = self._base_for(version)
+        if base < 0:
+            return False
+        lo = bisect.bisect_right(self._versions, base)
+        hi = bisect.bisect_right(self._versions, version)
+        return hi - lo == version - base
+
+    # ---- replay
+
+    def _check_version(self, version: int) -> None:
+        latest = self.latest_version
+        if latest is None or version > latest:
+            raise KeyError(f"version {version} is past the end of the log (latest {latest})")
+
+    def _base_for(self, version: int) -> int:
+        """Where to start replay for `version`: -1 (empty table, JSON from 0)
+        or a checkpoint. JSON is preferred whenever it is complete, because it
+        is the primary record; a checkpoint is a derived summary (spec C4)."""
+        if version < self._first_hole:
+            return -1
+        for c in sorted((c for c in self._checkpoints if c <= version), reverse=True):
+            if self._checkpoint_actions(c) is not None:
+                return c
+        return -1
+
+    def _checkpoint_state(self, version: int) -> dict[tuple[str, str | None], dict]:
+        # Only adds are live; a checkpoint's removes are tombstones kept for
+        # VACUUM, already subtracted.
+        actions = self._checkpoint_actions(version) or []
+        return {_file_key(a["add"]): a["add"] for a in actions if "add" in a}
+
+    @staticmethod
+    def _apply(state: dict[tuple[str, str | None], dict], commit: Commit) -> None:
+        for a in commit.actions:
+            if "add" in a:
+                state[_file_key(a["add"])] = a["add"]
+            elif "remove" in a:
+                state.pop(_file_key(a["remove"]), None)
+
+    def live_files(self, version: int) -> dict[str, dict]:
+        """path -> add action of every file live at `version` (spec C4).
+
+        Replays JSON from 0 when every commit up to `version` is readable,
+        else starts from the newest readable checkpoint <= version. Missing
+        or unparseable commits are skipped (they are in `problems`); see
+        is_reconstructible. Versions < 0 are the empty table before creation.
+        Consecutive calls with growing versions roll forward from a cache.
+        """
+        if version < 0:
+            return {}
+        self._check_version(version)
+        base = self._base_for(version)
+        cached = self._live_cache.get(base)
+        if cached is not None and cached[0] <= version:
+            start, state = cached[0], dict(cached[1])
+        else:
+            start = base
+            state = self._checkpoint_state(base) if base >= 0 else {}
+        lo = bisect.bisect_right(self._versions, start)
+        hi = bisect.bisect_right(self._versions, version)
+        for v in self._versions[lo:hi]:
+            self._apply(state, self.commits[v])
+        self._live_cache[base] = (version, state)
+        return {key[0]: add for key, add in state.items()}
+
+    def replay(self) -> Iterator[tuple[int, Commit, list[dict], list[dict]]]:
+        """(version, commit, adds, removes) for every readable commit in
+        version order; adds/removes are that commit's own inner action dicts.
+        One pass: a checker keeping its own state applies them as it goes."""
+        for v in self._versions:
+            c = self.commits[v]
+            yield v, c, c.adds, c.removes
+
+    def _at(self, version: int, json_versions: list[int], kind: str) -> dict | None:
+        if version < 0:
+            return None
+        i = bisect.bisect_right(json_versions, version) - 1
+        jv = json_versions[i] if i >= 0 else None
+        if version >= self._first_hole:
+            base = self._base_for(version)
+            if base >= 0 and (jv is None or jv < base):
+                found = [a[kind] for a in self._checkpoint_actions(base) or [] if kind in a]
+                if found:
+                    return found[-1]
+        if jv is None:
+            return None
+        return self.commits[jv].metadata if kind == "metaData" else self.commits[jv].protocol
+
+    def metadata_at(self, version: int) -> dict | None:
+        """The newest metaData at or before `version`."""
+        return self._at(version, self._meta_versions, "metaData")
+
+    def configuration_at(self, version: int) -> dict[str, str]:
+        md = self.metadata_at(version)
+        conf = md.get("configuration") if md else None
+        return dict(conf) if isinstance(conf, dict) else {}
+
+    def protocol_at(self, version: int) -> dict | None:
+        return self._at(version, self._proto_versions, "protocol")
+
+    # ---- checkpoints
+
+    def _set_checkpoint_actions(self, ck: _Checkpoint, actions: list[dict]) -> None:
+        err, problems = _check_actions(ck.version, actions)
+        if err:
+            ck.failed = err
+            self.problems.append(
+                LogProblem("checkpoint-unreadable", ck.version, f"{ck.kind} checkpoint: {err}")
+            )
+            return
+        ck.actions = actions
+        # Checkpoints repeat what the JSON said; only report what JSON can't.
+        if ck.version >= self._first_hole:
+            self.problems.extend(p for p in problems if p.kind == "deletion-vector")
+        for a in actions:
+            if "add" in a:
+                self._add_index.setdefault(a["add"]["path"], (ck.version, a["add"]))
+
+    def _read_checkpoint(self, ck: _Checkpoint) -> list[dict]:
+        if ck.source is not None:
+            return list(ck.source)
+        if self._store is None:
+            raise ValueError("log has no storage location")
+        actions: list[dict] = []
+        for name in ck.files:
+            data = self._store.read_rel(f"{LOG_DIR}/{name}")
+            if name.endswith(".json"):
+                actions.extend(parse_commit_bytes(data))
+            else:
+                actions.extend(_table_actions(pq.read_table(pa.BufferReader(data))))
+        # v2 checkpoints keep file actions in sidecars under _delta_log/_sidecars.
+        for a in [a for a in actions if "sidecar" in a]:
+            path = a["sidecar"].get("path", "")
+            data = (
+                self._store.read_path(path)
+                if _SCHEME_RE.match(path)
+                else self._store.read_rel(f"{LOG_DIR}/_sidecars/{unquote(path)}")
+            )
+            actions.extend(_table_actions(pq.read_table(pa.BufferReader(data))))
+        return actions
+
+    def _checkpoint_actions(self, version: int) -> list[dict] | None:
+        ck = self._checkpoints.get(version)
+        if ck is None or ck.failed is not None:
+            return None
+        if ck.actions is None:
+            try:
+                actions = self._read_checkpoint(ck)
+            except Exception as e:  # noqa: BLE001 - any failure is evidence
+                ck.failed = f"{type(e).__name__}: {e}"
+                self.problems.append(
+                    LogProblem(
+                        "checkpoint-unreadable",
+                        version,
+                        f"{ck.kind} checkpoint {ck.files}: {ck.failed}"[:500],
+                    )
+                )
+                return None
+            self._set_checkpoint_actions(ck, actions)
+        return ck.actions
+
+    def check_checkpoints(self) -> list[LogProblem]:
+        """Compare every checkpoint with the JSON replay at its version, where
+        JSON is complete; a mismatch means a reader that trusts the checkpoint
+        sees another table than one that replays JSON (spec C4, C7). Returns
+        the new problems and also appends them to `problems`."""
+        new: list[LogProblem] = []
+        for c in sorted(self._checkpoints):
+            if c >= self._first_hole:
+                break
+            actions = self._checkpoint_actions(c)
+            if actions is None:
+                continue
+            json_files = set(self.live_files(c))
+            ck_files = {a["add"]["path"] for a in actions if "add" in a}
+            if json_files != ck_files:
+                extra, lost = sorted(ck_files - json_files), sorted(json_files - ck_files)
+                new.append(
+                    LogProblem(
+                        "checkpoint-mismatch",
+                        c,
+                        f"checkpoint has {len(extra)} file(s) JSON does not"
+                        f" {extra[:3]} and lacks {len(lost)} {lost[:3]}",
+                    )
+                )
+            for kind, json_value in (
+                ("metaData", self._at_json(c, self._meta_versions, "metaData")),
+                ("protocol", self._at_json(c, self._proto_versions, "protocol")),
+            ):
+                found = [a[kind] for a in actions if kind in a]
+                if found and json_value is not None and not _same_action(found[-1], json_value):
+                    new.append(LogProblem("checkpoint-mismatch", c, f"{kind} differs from JSON"))
+        self.problems.extend(new)
+        return new
+
+    def _at_json(self, version: int, json_versions: list[int], kind: str) -> dict | None:
+        i = bisect.bisect_right(json_versions, version) - 1
+        if i < 0:
+            return None
+        c = self.commits[json_versions[i]]
+        return c.metadata if kind == "metaData" else c.protocol
+
+    # ---- rows
+
+    def _schema_at(self, version: int | None) -> _Schema | None:
+        if version is None:
+            version = self.latest_version
+        return _schema_of(self.metadata_at(version)) if version is not None else None
+
+    def _read_file(self, path: str, version: int | None) -> pa.Table | None:
+        try:
+            if self._file_tables is not None:
+                if path not in self._file_tables:
+                    raise KeyError("no table given for this path")
+                return self._file_tables[path]
+            if self._store is None:
+                raise ValueError("log has no storage location")
+            return pq.read_table(pa.BufferReader(self._store.read_path(path)))
+        except Exception as e:  # noqa: BLE001 - a lost file is evidence (spec C7)
+            self.problems.append(
+                LogProblem(
+                    "data-file-unreadable", version, f"{path}: {type(e).__name__}: {e}"[:500]
+                )
+            )
+            return None
+
+    def file_rows(self, path: str) -> pa.Table:
+        """Rows of one data file, logical column names, partition columns
+        (from its add's partitionValues) appended when the file lacks them.
+
+        Cached. An unreadable file yields an empty table and a problem.
+        Deletion vectors are not applied (see the "deletion-vector" problem).
+        """
+        if path in self._file_cache:
+            return self._file_cache[path]
+        version, add = self._add_index.get(path, (None, None))
+        schema = self._schema_at(version)
+        table = self._read_file(path, version)
+        if table is None:
+            table = schema.arrow().empty_table() if schema else pa.table({})
+        else:
+            table = self._logical(table, add, schema, version, path)
+        self._file_cache[path] = table
+        return table
+
+    def _logical(
+        self, table: pa.Table, add: dict | None, schema: _Schema | None, version: int | None,
+        path: str,
+    ) -> pa.Table:  # fmt: skip
+        if schema is not None:
+            # Column mapping: files name columns by physical name.
+            renames = {f.physical: f.name for f in schema.fields if f.physical != f.name}
+            if renames:
+                table = table.rename_columns([renames.get(c, c) for c in table.column_names])
+        pv = (add or {}).get("partitionValues") or {}
+        if schema is not None:  # the metadata, not the add, says what is a partition
+            wanted = []
+            for name in schema.partition_columns:
+                f = schema.field(name)
+                phys = f.physical if f else name
+                wanted.append((name, pv.get(phys, pv.get(name)), f.type if f else None))
+        else:
+            wanted = [(k, v, None) for k, v in pv.items()]
+        for name, raw, typ in wanted:
+            if name in table.column_names:
+                continue
+            arr, ok = _partition_array(raw, typ, table.num_rows)
+            if not ok:
+                self.problems.append(
+                    LogProblem(
+                        "partition-value", version, f"{path}: {name}={raw!r} is not a {typ}"
+                    )
+                )
+            table = table.append_column(name, arr)
+        return table
+
+    def rows_at(self, version: int, columns: list[str] | None = None) -> pa.Table:
+        """The table's rows at `version`: the live files' rows, in the schema
+        of that version. `columns` selects (and orders) columns; a column no
+        file has comes back as nulls."""
+        schema = self._schema_at(max(version, 0)) if version >= 0 else None
+        paths = list(self.live_files(version))
+        if self._store is not None and self._store.remote and len(paths) > 1:
+            with ThreadPoolExecutor(min(_S3_WORKERS, len(paths))) as pool:
+                tables = list(pool.map(self.file_rows, paths))
+        else:
+            tables = [self.file_rows(p) for p in paths]
+        tables = [_conform(t, schema) for t in tables]
+        if tables:
+            result = pa.concat_tables(tables, promote_options="permissive")
+        else:
+            result = schema.arrow().empty_table() if schema else pa.table({})
+        if columns is None:
+            return result
+        out = {}
+        for c in columns:
+            if c in result.column_names:
+                out[c] = result[c]
+            else:
+                f = schema.field(c) if schema else None
+                out[c] = pa.nulls(result.num_rows, f.type if f and f.type else pa.null())
+        return pa.table(out)
+
+    def summary(self) -> dict[str, Any]:
+        kinds: dict[str, int] = {}
+        for p in self.problems:
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        return {
+            "location": self.location,
+            "commits": len(self._versions),
+            "latest_version": self.latest_version,
+            "checkpoints": self.checkpoint_versions,
+            "problems": kinds,
+        }
+
+
+def _same_action(a: dict, b: dict) -> bool:
+    # Checkpoints drop nulls and JSON may spell them out; compare without them.
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if v is not None}
+        return x
+
+    return clean(a) == clean(b)
+
+
+# --------------------------------------------------------------------------
+
+
+def _classify(log: TransactionLog, names: list[str]) -> list[tuple[int, str]]:
+    """Sort the _delta_log listing into commits (returned), checkpoints (put
+    on the log) and the rest."""
+    commits: list[tuple[int, str]] = []
+    parts: dict[tuple[int, int], dict[int, str]] = {}
+    singles: dict[int, str] = {}
+    v2: dict[int, str] = {}
+    for name in names:
+        if m := _COMMIT_RE.match(name):
+            commits.append((int(m[1]), name))
+        elif m := _CKPT_RE.match(name):
+            singles[int(m[1])] = name
+        elif m := _CKPT_PART_RE.match(name):
+            parts.setdefault((int(m[1]), int(m[3])), {})[int(m[2])] = name
+        elif m := _CKPT_V2_RE.match(name):
+            v2.setdefault(int(m[1]), name)
+        elif not _EXPECTED_OTHER.match(name):
+            log.ignored_files.append(name)
+    complete_parts: dict[int, list[str]] = {}
+    for (v, n), got in parts.items():
+        if set(got) == set(range(1, n + 1)):
+            complete_parts.setdefault(v, [got[i] for i in range(1, n + 1)])
+        elif v not in singles:
+            log.problems.append(
+                LogProblem(
+                    "checkpoint-unreadable",
+                    v,
+                    f"multi-part checkpoint has parts {sorted(got)} of {n}",
+                )
+            )
+    # Prefer the simplest complete form when several exist for one version.
+    for v in {*singles, *complete_parts, *v2}:
+        if v in singles:
+            log._checkpoints[v] = _Checkpoint(v, [singles[v]], "classic")
+        elif v in complete_parts:
+            log._checkpoints[v] = _Checkpoint(v, complete_parts[v], "multipart")
+        else:
+            log._checkpoints[v] = _Checkpoint(v, [v2[v]], "v2")
+    return sorted(commits)
+
+
+def read_log(location: str, storage_options: dict | None = None) -> TransactionLog:
+    """Read the transaction log of the table at `location`.
+
+    `location` is a local path, ``file://...`` or ``s3://bucket/prefix``.
+    storage_options (S3): endpoint_url, aws_access_key_id,
+    aws_secret_access_key, region_name (aws_session_token, and delta-rs'
+    upper-case AWS_* names, are accepted too); absent ones fall back to
+    boto3's defaults. Data files are read lazily by file_rows / rows_at.
+    """
+    store, loc = _open_store(location, storage_options)
+    log = TransactionLog()
+    log.location = loc
+    log._store = store
+    names = store.list_log()  # one listing: on S3 each LIST is a round trip
+    commit_names = _classify(log, names)
+
+    def fetch(item: tuple[int, str]) -> tuple[int, bytes | Exception]:
+        v, name = item
+        try:
+            return v, store.read_rel(f"{LOG_DIR}/{name}")
+        except Exception as e:  # noqa: BLE001 - e.g. deleted between list and get
+            return v, e
+
+    if store.remote and len(commit_names) > 1:
+        with ThreadPoolExecutor(min(_S3_WORKERS, len(commit_names))) as pool:
+            bodies = list(pool.map(fetch, commit_names))
+    else:
+        bodies = [fetch(item) for item in commit_names]
+    for v, body in bodies:
+        if isinstance(body, Exception):
+            log._unreadable.add(v)
+            log.problems.append(
+                LogProblem("unreadable", v, f"could not read: {type(body).__name__}: {body}"[:500])
+            )
+            continue
+        try:
+            actions = parse_commit_bytes(body)
+        except ValueError as e:
+            log._unreadable.add(v)
+            log.problems.append(LogProblem("unparseable", v, str(e)[:500]))
+            continue
+        log._add_commit(v, actions)
+
+    if "_last_checkpoint" in names:
+        try:
+            lc = json.loads(store.read_rel(f"{LOG_DIR}/_last_checkpoint"))
+            if not isinstance(lc, dict) or _int(lc.get("version")) is None:
+                raise ValueError(f"no integer version in {str(lc)[:100]}")
+            log.last_checkpoint = lc
+            if lc["version"] not in log._checkpoints:
+                log.problems.append(
+                    LogProblem(
+                        "last-checkpoint",
+                        lc["version"],
+                        f"_last_checkpoint names version {lc['version']},"
+                        " which has no complete checkpoint",
+                    )
+                )
+        except Exception as e:  # noqa: BLE001
+            log.problems.append(LogProblem("last-checkpoint", None, f"unreadable: {e}"[:500]))
+    log._finish()
+    return log
+
+
+def copy_table(
+    location: str, dest: str | os.PathLike, storage_options: dict | None = None
+) -> int:
+    """Copy every object under `location` (log and data files, byte for byte,
+    names unchanged) into the local directory `dest`; returns the count.
+
+    Used to keep a table with a run's results, so it can be re-checked with
+    read_log(dest) after the S3 server is gone.
+    """
+    store, _ = _open_store(location, storage_options)
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    rels = store.list_all()
+    if isinstance(store, _LocalStore):
+        for rel in rels:
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(store.root / rel, target)
+        return len(rels)
+
+    def copy(rel: str) -> None:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(store.read_rel(rel))
+
+    with ThreadPoolExecutor(max(1, min(_S3_WORKERS, len(rels)))) as pool:
+        list(pool.map(copy, rels))  # list() re-raises any failure
+    return len(rels)

@@ -1,0 +1,154 @@
+"""The engine seam: what every system under test offers the harness.
+
+Two halves, so the controller never loads an engine library:
+- :class:`Engine` lives in the controller: starts the engine's nodes (e.g.
+  Sail servers) and tells each client worker how to connect.
+- :class:`EngineClient` lives in a worker process: opens a session and
+  executes primitive data operations; it classifies every error it raises.
+Engines never import a checker.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.engines.errors import Classified
+from harness.storage import Storage
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    ops: frozenset[str]  # primitive ops the client implements
+    read_version_known: bool  # a read reports which version it saw
+    commit_version_known: bool  # a write reports which version it committed
+    row_level_concurrency: bool  # spec R-table applies
+    default_isolation: str  # level assumed when the table carries none (spec C13)
+    notes: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ops": sorted(self.ops),
+            "read_version_known": self.read_version_known,
+            "commit_version_known": self.commit_version_known,
+            "row_level_concurrency": self.row_level_concurrency,
+            "default_isolation": self.default_isolation,
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Spark SQL type name: BIGINT, INT, STRING, DOUBLE, DATE, BOOLEAN
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()
+
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "columns": [[c.name, c.type] for c in self.columns],
+            "partition_by": list(self.partition_by),
+            "properties": dict(self.properties),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TableSpec":
+        return cls(
+            columns=tuple(Column(n, t) for n, t in d["columns"]),
+            partition_by=tuple(d.get("partition_by", ())),
+            properties=tuple(sorted(d.get("properties", {}).items())),
+        )
+
+
+@dataclass
+class Node:
+    """A place clients connect to: a Sail server, a JVM, or just a label."""
+
+    name: str
+    url: str | None = None  # e.g. sc://127.0.0.1:PORT
+    pid: int | None = None
+    log: str | None = None
+
+
+@dataclass
+class ClientConfig:
+    """Everything a worker process needs to open its client (crosses a pipe)."""
+
+    engine: str
+    node: str
+    process: int | str
+    table_uri: str
+    url: str | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
+    timeout: float = 30.0  # per-call timeout the client passes to its engine
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class OpResult:
+    """What a primitive returns on success."""
+
+    __slots__ = ("value", "version")
+
+    def __init__(self, value: Any = None, version: int | None = None):
+        self.value = value
+        self.version = version
+
+
+class EngineClient(ABC):
+    name: str
+    capabilities: Capabilities
+
+    def __init__(self, config: ClientConfig):
+        self.config = config
+
+    @abstractmethod
+    def open(self) -> None: ...
+
+    def close(self) -> None:
+        pass
+
+    @abstractmethod
+    def create_table(self, table: TableSpec) -> OpResult: ...
+
+    @abstractmethod
+    def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
+        """Blind append of `rows` (tuples in column order), spec C9."""
+
+    @abstractmethod
+    def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
+        """Read the whole table (one snapshot, spec C12); value: list of row tuples."""
+
+    @abstractmethod
+    def classify(self, exc: BaseException) -> Classified: ...
+
+
+class Engine(ABC):
+    """Controller-side: nodes and client configs for one engine."""
+
+    name: str
+    capabilities: Capabilities
+
+    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float) -> list[Node]:
+        return [Node(f"n{i + 1}") for i in range(n)]
+
+    def stop_nodes(self) -> None:
+        pass
+
+    @abstractmethod
+    def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float) -> ClientConfig: ...
+
+    def versions(self) -> dict[str, str]:
+        """Package versions of the engine, for spec.json."""
+        return {}

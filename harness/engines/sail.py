@@ -1,0 +1,64 @@
+"""Sail: a Spark Connect server in Rust (pysail), one server process per node."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.engines.base import Capabilities, ClientConfig, Engine, Node
+from harness.procs import HarnessError, ManagedProcess, venv_bin
+from harness.storage import Storage
+
+SAIL_CAPABILITIES = Capabilities(
+    ops=frozenset({"create-table", "append", "read"}),
+    read_version_known=False,
+    commit_version_known=False,
+    row_level_concurrency=False,
+    # Sail writes no isolation level of its own; Delta's documented default.
+    default_isolation="WriteSerializable",
+    notes="conflicts surface as a generic 'Failed to commit transaction'; "
+    "no readVersion in commitInfo; no OPTIMIZE/VACUUM/DESCRIBE HISTORY",
+)
+
+
+class SailEngine(Engine):
+    name = "sail"
+    capabilities = SAIL_CAPABILITIES
+
+    def __init__(self) -> None:
+        self.servers: list[ManagedProcess] = []
+
+    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float) -> list[Node]:
+        nodes = []
+        try:
+            for i in range(n):
+                name = f"n{i + 1}"
+                # One storage identity per node: a Sail server holds one set of
+                # credentials for all the sessions it serves.
+                env = {**os.environ, **storage.client_env(name), "RUST_LOG": os.environ.get("RUST_LOG", "info")}
+                srv = ManagedProcess(
+                    f"sail-{name}",
+                    [venv_bin("sail"), "spark", "server", "--ip", "127.0.0.1", "--port", "0"],
+                    logs_dir / f"sail-{name}.log",
+                    env=env,
+                ).start()
+                self.servers.append(srv)
+                m = srv.wait_for_log(r"Spark Connect server on 127\.0\.0\.1:(\d+)", timeout)
+                nodes.append(Node(name, url=f"sc://127.0.0.1:{m.group(1)}", pid=srv.pid, log=str(srv.log_path)))
+        except HarnessError:
+            self.stop_nodes()
+            raise
+        return nodes
+
+    def stop_nodes(self) -> None:
+        for srv in self.servers:
+            srv.stop()
+        self.servers.clear()
+
+    def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float) -> ClientConfig:
+        return ClientConfig(engine=self.name, node=node.name, process=process, table_uri=table_uri, url=node.url, timeout=timeout)
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {"pysail": version("pysail"), "pyspark": version("pyspark")}

@@ -1,0 +1,96 @@
+"""Spark through PySpark's Spark Connect client.
+
+The same client code drives any Spark Connect endpoint: Sail (started here,
+one server per node), delta-spark on a JVM, or a remote cluster. Ops go
+through SQL and the DataFrame API, chosen per op by the workload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.engines.base import ClientConfig, EngineClient, OpResult, TableSpec
+from harness.engines.errors import Classified, classify_spark
+
+# Sail keeps a catalog per session, so each session registers the table
+# under this name (by location) before it runs SQL against it.
+TABLE_NAME = "dj_table"
+
+
+def sql_literal(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_values(rows: list[tuple]) -> str:
+    return ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows)
+
+
+class SparkConnectClient(EngineClient):
+    def __init__(self, config: ClientConfig):
+        super().__init__(config)
+        self.spark: Any = None
+        self._registered = False
+
+    def open(self) -> None:
+        from pyspark.sql import SparkSession
+
+        assert self.config.url, "a Spark Connect client needs sc://host:port"
+        # create(), not getOrCreate(): every client must have its own session.
+        self.spark = SparkSession.builder.remote(self.config.url).create()
+
+    def close(self) -> None:
+        if self.spark is not None:
+            try:
+                self.spark.stop()
+            except Exception:
+                pass
+            self.spark = None
+
+    def _sql(self, stmt: str) -> list[Any]:
+        return self.spark.sql(stmt).collect()
+
+    def _register(self) -> None:
+        if not self._registered:
+            self._sql(f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} USING delta LOCATION {sql_literal(self.config.table_uri)}")
+            self._registered = True
+
+    def create_table(self, table: TableSpec) -> OpResult:
+        cols = ", ".join(f"{c.name} {c.type}" for c in table.columns)
+        stmt = f"CREATE TABLE {TABLE_NAME} ({cols}) USING delta"
+        if table.partition_by:
+            stmt += f" PARTITIONED BY ({', '.join(table.partition_by)})"
+        stmt += f" LOCATION {sql_literal(self.config.table_uri)}"
+        if table.properties:
+            props = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in table.properties)
+            stmt += f" TBLPROPERTIES ({props})"
+        self._sql(stmt)
+        self._registered = True
+        return OpResult(version=0)
+
+    def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
+        if via == "sql":
+            self._register()
+            self._sql(f"INSERT INTO {TABLE_NAME} ({', '.join(table.column_names())}) VALUES {sql_values(rows)}")
+        else:
+            schema = ", ".join(f"{c.name} {c.type}" for c in table.columns)
+            df = self.spark.createDataFrame(rows, schema)
+            df.write.format("delta").mode("append").save(self.config.table_uri)
+        return OpResult()
+
+    def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
+        if via == "sql":
+            self._register()
+            df = self.spark.sql(f"SELECT {', '.join(columns)} FROM {TABLE_NAME}")
+        else:
+            df = self.spark.read.format("delta").load(self.config.table_uri).select(*columns)
+        t = df.toArrow()
+        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns))))
+
+    def classify(self, exc: BaseException) -> Classified:
+        return classify_spark(exc)

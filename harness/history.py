@@ -1,0 +1,307 @@
+"""The history: an append-only JSON Lines record of every op of a run.
+
+This module is the contract between the runner (which writes histories) and
+the checkers (which read them); it imports no engine.
+
+One event per line::
+
+    {"index": 17, "time": 1234567, "wall": 1795331333.75, "process": 3,
+     "node": "n1", "type": "ok", "f": "append", "id": "3.17",
+     "value": {...}, "version": null, "error": null}
+
+- ``index``: position in the history, from 0.
+- ``time``: monotonic nanoseconds since the run started (orders events).
+- ``wall``: wall-clock seconds since the epoch (to line up with server logs).
+- ``process``: the logical process; an int for client workers, a string for
+  the harness itself ("setup", "nemesis").
+- ``type``: ``invoke``, then one of ``ok`` (took effect), ``fail`` (definitely
+  did not take effect) or ``info`` (indeterminate).
+- ``id``: the op id, shared by an invoke and its completion; data written by
+  the op carries it (the ``writer`` column), so every row traces to its op.
+- ``version``: the table version the op committed or read, where known.
+- ``error``: ``{"class": ..., "claim": ..., "raw": ...}`` on fail/info.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
+COMPLETIONS = (OK, FAIL, INFO)
+EVENT_TYPES = (INVOKE, *COMPLETIONS)
+
+
+class ErrorClass(str, Enum):
+    """How an engine's error is classified, after spec E1..E6."""
+
+    CONCURRENT_APPEND = "ConcurrentAppendException"
+    CONCURRENT_DELETE_READ = "ConcurrentDeleteReadException"
+    CONCURRENT_DELETE_DELETE = "ConcurrentDeleteDeleteException"
+    METADATA_CHANGED = "MetadataChangedException"
+    CONCURRENT_TRANSACTION = "ConcurrentTransactionException"
+    PROTOCOL_CHANGED = "ProtocolChangedException"
+    # A commit failed because of a concurrent commit, but the engine does not
+    # say which of E1..E6 it was (spec: a finding in its own right).
+    UNCLASSIFIED_CONFLICT = "commit-conflict-unclassified"
+    NOT_A_CONFLICT = "not-a-conflict"
+    # The engine cannot run this op at all; definitely not applied.
+    UNSUPPORTED = "unsupported"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+
+    @property
+    def claim(self) -> str | None:
+        return _CLAIMS.get(self)
+
+    @property
+    def is_conflict(self) -> bool:
+        return self in _CLAIMS or self is ErrorClass.UNCLASSIFIED_CONFLICT
+
+
+_CLAIMS = {
+    ErrorClass.CONCURRENT_APPEND: "E1",
+    ErrorClass.CONCURRENT_DELETE_READ: "E2",
+    ErrorClass.CONCURRENT_DELETE_DELETE: "E3",
+    ErrorClass.METADATA_CHANGED: "E4",
+    ErrorClass.CONCURRENT_TRANSACTION: "E5",
+    ErrorClass.PROTOCOL_CHANGED: "E6",
+}
+
+
+@dataclass
+class OpError:
+    cls: ErrorClass
+    raw: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"class": self.cls.value, "claim": self.cls.claim, "raw": self.raw}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "OpError":
+        try:
+            klass = ErrorClass(d.get("class"))
+        except ValueError:
+            klass = ErrorClass.NOT_A_CONFLICT
+        return cls(klass, str(d.get("raw", "")))
+
+
+@dataclass
+class Event:
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    id: str
+    value: Any = None
+    version: int | None = None
+    error: OpError | None = None
+    node: str | None = None
+    wall: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["error"] = self.error.to_json() if self.error else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Event":
+        err = d.get("error")
+        return cls(
+            index=int(d["index"]),
+            time=int(d["time"]),
+            process=d["process"],
+            type=d["type"],
+            f=d["f"],
+            id=str(d["id"]),
+            value=d.get("value"),
+            version=d.get("version"),
+            error=OpError.from_json(err) if isinstance(err, dict) else None,
+            node=d.get("node"),
+            wall=d.get("wall"),
+        )
+
+
+@dataclass
+class Op:
+    """An invocation paired with its completion (None while in flight)."""
+
+    invoke: Event
+    completion: Event | None
+
+    @property
+    def id(self) -> str:
+        return self.invoke.id
+
+    @property
+    def f(self) -> str:
+        return self.invoke.f
+
+    @property
+    def process(self) -> int | str:
+        return self.invoke.process
+
+    @property
+    def type(self) -> str:
+        """ok / fail / info; an op that never completed is indeterminate."""
+        return self.completion.type if self.completion else INFO
+
+    @property
+    def value(self) -> Any:
+        if self.completion is not None and self.completion.value is not None:
+            return self.completion.value
+        return self.invoke.value
+
+    @property
+    def version(self) -> int | None:
+        return self.completion.version if self.completion else None
+
+    @property
+    def error(self) -> OpError | None:
+        return self.completion.error if self.completion else None
+
+    @property
+    def start(self) -> int:
+        return self.invoke.time
+
+    @property
+    def end(self) -> int | None:
+        """Completion time; None if the op never completed (may still apply)."""
+        return self.completion.time if self.completion else None
+
+
+@dataclass
+class History:
+    events: list[Event]
+    # Lines the loader could not parse: (line number, reason). A truncated
+    # last line is expected after a crash; anything else means corruption.
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    truncated: bool = False
+
+    def ops(self) -> list[Op]:
+        """Pair invocations with completions, in invocation order."""
+        pending: dict[str, Op] = {}
+        out: list[Op] = []
+        for e in self.events:
+            if e.type == INVOKE:
+                op = Op(e, None)
+                pending[e.id] = op
+                out.append(op)
+            elif e.type in COMPLETIONS:
+                op = pending.pop(e.id, None)
+                if op is not None:
+                    op.completion = e
+        return out
+
+    def client_ops(self) -> list[Op]:
+        return [op for op in self.ops() if isinstance(op.process, int)]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def _validate(d: Any) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    for key in ("index", "time", "process", "type", "f", "id"):
+        if key not in d:
+            raise ValueError(f"missing field {key!r}")
+    if d["type"] not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {d['type']!r}")
+    return d
+
+
+def parse_lines(lines: Iterable[str]) -> History:
+    events: list[Event] = []
+    problems: list[tuple[int, str]] = []
+    lines = list(lines)
+    truncated = False
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(Event.from_json(_validate(json.loads(line))))
+        except (ValueError, TypeError, KeyError) as e:
+            last = n == len(lines) and not line.endswith("\n")
+            if last:
+                truncated = True
+                problems.append((n, "truncated last line"))
+            else:
+                problems.append((n, f"unparseable event: {e}"))
+    return History(events, problems, truncated)
+
+
+def load_history(path: str | os.PathLike[str]) -> History:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return parse_lines(fh.readlines())
+
+
+class HistoryWriter:
+    """Appends events and flushes each one, so a crash leaves a checkable prefix.
+
+    Thread-safe: the runner's slot threads record concurrently; the lock also
+    makes ``index`` and ``time`` agree with the order of lines in the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], t0: int | None = None):
+        self.path = Path(path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._index = 0
+        self.t0 = time.monotonic_ns() if t0 is None else t0
+        self.counts = {OK: 0, FAIL: 0, INFO: 0}
+
+    def record(
+        self,
+        *,
+        process: int | str,
+        type: str,
+        f: str,
+        id: str,
+        value: Any = None,
+        version: int | None = None,
+        error: OpError | None = None,
+        node: str | None = None,
+    ) -> Event:
+        with self._lock:
+            ev = Event(
+                index=self._index,
+                time=time.monotonic_ns() - self.t0,
+                process=process,
+                type=type,
+                f=f,
+                id=id,
+                value=value,
+                version=version,
+                error=error,
+                node=node,
+                wall=time.time(),
+            )
+            self._index += 1
+            self._fh.write(json.dumps(ev.to_json(), separators=(",", ":")) + "\n")
+            self._fh.flush()
+            if type in self.counts and isinstance(process, int):
+                self.counts[type] += 1
+            return ev
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+    def __enter__(self) -> "HistoryWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_completed(ops: Iterable[Op], type: str) -> Iterator[Op]:
+    return (op for op in ops if op.type == type)

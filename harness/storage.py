@@ -1,0 +1,197 @@
+"""Where the table lives: a local directory, embedded S3 (moto), or external S3.
+
+A storage hands out, per client, the settings an engine needs (environment
+for Sail nodes, storage options for delta-rs) and, for the harness's own log
+reader, boto3 settings. Each client gets its own access key id so that a
+fault proxy can tell clients apart; the secret is never written to results.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+from harness.procs import HarnessError, ManagedProcess, venv_bin
+
+STORAGE_KINDS = ("s3", "local", "external-s3")
+EMBEDDED_SECRET = "delta-jepsen-secret"  # moto accepts any credentials
+EMBEDDED_BUCKET = "delta-jepsen"
+DEFAULT_REGION = "us-east-1"
+
+
+class Storage(ABC):
+    kind: str
+
+    @abstractmethod
+    def table_uri(self, name: str) -> str: ...
+
+    def client_env(self, client: str) -> dict[str, str]:
+        """Environment for an engine process (Sail reads AWS_* from it)."""
+        return {}
+
+    def deltars_options(self, client: str) -> dict[str, str]:
+        """delta-rs `storage_options` for one client."""
+        return {}
+
+    def reader_options(self) -> dict[str, str] | None:
+        """boto3 settings for the harness's own log reader (None: local)."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What goes into spec.json: enough to re-run, never a secret."""
+        return {"kind": self.kind}
+
+    def stop(self) -> None:
+        pass
+
+
+class LocalStorage(Storage):
+    kind = "local"
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def table_uri(self, name: str) -> str:
+        return str(self.root / name)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "root": str(self.root)}
+
+
+class _S3(Storage):
+    endpoint: str
+    bucket: str
+    prefix: str
+    region: str
+
+    def table_uri(self, name: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}{name}"
+
+    def _key(self, client: str) -> str:
+        return os.environ.get("AWS_ACCESS_KEY_ID", "") if self.kind == "external-s3" else f"dj-{client}"
+
+    def _secret(self) -> str:
+        return os.environ.get("AWS_SECRET_ACCESS_KEY", "") if self.kind == "external-s3" else EMBEDDED_SECRET
+
+    def client_env(self, client: str) -> dict[str, str]:
+        env = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self._key(client),
+            "AWS_SECRET_ACCESS_KEY": self._secret(),
+            "AWS_REGION": self.region,
+        }
+        if self.endpoint.startswith("http://"):
+            env["AWS_ALLOW_HTTP"] = "true"
+        if self.kind == "external-s3" and os.environ.get("AWS_SESSION_TOKEN"):
+            env["AWS_SESSION_TOKEN"] = os.environ["AWS_SESSION_TOKEN"]
+        return env
+
+    def deltars_options(self, client: str) -> dict[str, str]:
+        return dict(self.client_env(client))
+
+    def reader_options(self) -> dict[str, str]:
+        opts = {
+            "endpoint_url": self.endpoint,
+            "aws_access_key_id": self._key("checker"),
+            "aws_secret_access_key": self._secret(),
+            "region_name": self.region,
+        }
+        if self.kind == "external-s3" and os.environ.get("AWS_SESSION_TOKEN"):
+            opts["aws_session_token"] = os.environ["AWS_SESSION_TOKEN"]
+        return opts
+
+    def boto3_client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        opts = self.reader_options()
+        return boto3.client(
+            "s3",
+            config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3}),
+            **opts,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "endpoint": self.endpoint,
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "region": self.region,
+        }
+
+
+class EmbeddedS3(_S3):
+    """moto_server in its own process on a free loopback port.
+
+    Out of process on purpose: an in-process ThreadedMotoServer stalled for
+    minutes under concurrent requests from the Rust S3 clients.
+    """
+
+    kind = "s3"
+
+    def __init__(self, log_path: str | os.PathLike[str], prefix: str = "", start_timeout: float = 30):
+        self.bucket = EMBEDDED_BUCKET
+        self.prefix = prefix
+        self.region = DEFAULT_REGION
+        self.server = ManagedProcess(
+            "moto_server",
+            [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"],
+            log_path,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        ).start()
+        try:
+            m = self.server.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", start_timeout)
+            self.port = int(m.group(1))
+            self.endpoint = f"http://127.0.0.1:{self.port}"
+            self.boto3_client().create_bucket(Bucket=self.bucket)
+        except Exception:
+            self.server.stop()
+            raise
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["endpoint"] = "embedded"  # the port is per run; re-runs start their own
+        return d
+
+
+class ExternalS3(_S3):
+    """An S3-compatible endpoint the user runs (MinIO, AWS S3, ...)."""
+
+    kind = "external-s3"
+
+    def __init__(self, endpoint: str | None, bucket: str | None, prefix: str = ""):
+        endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+        bucket = bucket or os.environ.get("DJ_S3_BUCKET")
+        if not bucket:
+            raise HarnessError("--storage external-s3 needs --s3-bucket (or DJ_S3_BUCKET)")
+        if not os.environ.get("AWS_ACCESS_KEY_ID") or not os.environ.get("AWS_SECRET_ACCESS_KEY"):
+            raise HarnessError("--storage external-s3 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+        self.endpoint = endpoint or f"https://s3.{os.environ.get('AWS_REGION', DEFAULT_REGION)}.amazonaws.com"
+        self.bucket = bucket
+        self.prefix = prefix
+        self.region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+
+def open_storage(
+    kind: str,
+    run_dir: Path,
+    *,
+    local_root: str | None = None,
+    s3_endpoint: str | None = None,
+    s3_bucket: str | None = None,
+    prefix: str = "",
+) -> Storage:
+    if kind == "local":
+        return LocalStorage(local_root or run_dir)
+    if kind == "s3":
+        return EmbeddedS3(run_dir / "logs" / "moto.log", prefix=prefix)
+    if kind == "external-s3":
+        return ExternalS3(s3_endpoint, s3_bucket, prefix=prefix)
+    raise HarnessError(f"unknown storage {kind!r}; valid: {', '.join(STORAGE_KINDS)}")

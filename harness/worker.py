@@ -1,0 +1,74 @@
+"""A client worker process: one engine session, ops in on stdin, results out.
+
+Started by :mod:`harness.clients`. The protocol is one JSON object per line.
+The worker first answers ``{"ready": true}`` once its session is open, then
+one reply per op. Anything a library prints goes to stderr (the worker's log)
+so it cannot corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+CONFIG_ENV = "DJ_WORKER_CONFIG"
+STOP = "__stop__"
+
+
+def run_op(client: Any, workload: Any, table: Any, op: dict[str, Any]) -> dict[str, Any]:
+    """Run one op; `engine_ns` is the time spent in the engine, so the
+    controller can tell its own overhead apart (bench-overhead)."""
+    t0 = time.perf_counter_ns()
+    try:
+        if op["f"] == "create-table":
+            res = client.create_table(table)
+        else:
+            res = workload.invoke(client, table, op)
+        reply = {"type": "ok", "value": res.value, "version": res.version}
+    except Exception as exc:  # every engine error becomes a classified fail/info
+        c = client.classify(exc)
+        print(f"op {op.get('id')} {op.get('f')}: {c.raw[:2000]}", file=sys.stderr, flush=True)
+        reply = {"type": "fail" if c.definite else "info", "error": {"class": c.cls.value, "raw": c.raw}}
+    reply["engine_ns"] = time.perf_counter_ns() - t0
+    return reply
+
+
+def main() -> int:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def send(msg: dict[str, Any]) -> None:
+        proto.write(json.dumps(msg, separators=(",", ":")) + "\n")
+
+    try:
+        from harness.engines import make_client
+        from harness.engines.base import ClientConfig, TableSpec
+        from workloads import make_workload
+
+        cfg = json.loads(os.environ[CONFIG_ENV])
+        client = make_client(ClientConfig(**cfg["client"]))
+        workload = make_workload(cfg["workload"], cfg["seed"], cfg.get("isolation"))
+        table = TableSpec.from_json(cfg["table"])
+        client.open()
+    except Exception as exc:
+        traceback.print_exc()
+        send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    send({"ready": True, "pid": os.getpid()})
+    try:
+        for line in sys.stdin:
+            op = json.loads(line)
+            if op.get("f") == STOP:
+                break
+            send(run_op(client, workload, table, op))
+    finally:
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `delta-jepsen ARGS` as a user would, in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def load_results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def only_run_dir(results: Path) -> Path:
+    runs = [p for p in results.glob("*/*") if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "results"
+    d.mkdir()
+    return d

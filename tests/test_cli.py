@@ -1,0 +1,43 @@
+"""Bad input: one clear line, exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "--workload", "nope"], "valid: append"),
+        (["run", "--engine", "nope"], "valid: sail, delta-rs"),
+        (["run", "--nemesis", "nope"], "valid: none"),
+        (["run", "--storage", "nope"], "valid: s3, local, external-s3"),
+        (["run", "--isolation", "Snapshot"], "valid: Serializable, WriteSerializable"),
+        (["run", "--concurrency", "0"], "must be > 0"),
+        (["run", "--time-limit", "abc"], "not a number"),
+        (["check", "/nonexistent/run"], "no such run folder"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
+    res = run_cli(*args, timeout=60)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1, res.stderr
+    assert needle in err[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_check_of_a_folder_that_is_no_run(tmp_path) -> None:
+    res = run_cli("check", str(tmp_path), timeout=60)
+    assert res.returncode == 2
+    assert "not a run folder" in res.stderr
+
+
+def test_list_names_everything() -> None:
+    res = run_cli("list", timeout=60)
+    assert res.returncode == 0
+    assert "workloads: append" in res.stdout
+    assert "checkers: log-sanity, durability, atomicity, duplicates, read-validity" in res.stdout

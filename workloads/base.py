@@ -1,0 +1,67 @@
+"""The workload seam: what clients do, and how each op runs on an engine.
+
+A workload has two halves that meet only through plain JSON ops:
+- controller side: a deterministic per-slot op generator (`next_op`) and the
+  final ops issued after quiescence;
+- worker side: `invoke`, which runs one op with an engine client's
+  primitives and returns its value (exceptions are classified by the worker).
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from harness.engines.base import EngineClient, OpResult, TableSpec
+
+
+@dataclass
+class OpSpec:
+    """An op about to be invoked: what the generator hands a worker."""
+
+    f: str
+    id: str
+    value: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"f": self.f, "id": self.id, "value": self.value}
+
+
+class SlotGenerator:
+    """Per-slot RNG and sequence: a slot's op stream depends only on the seed."""
+
+    def __init__(self, seed: int, slot: int | str):
+        self.rng = random.Random(f"{seed}/{slot}")
+        self.slot = slot
+        self.seq = 0
+
+    def next_id(self) -> str:
+        self.seq += 1
+        return f"{self.slot}.{self.seq}"
+
+
+class Workload(ABC):
+    name: str
+    # Names of the checkers (see checkers/__init__.py) that apply.
+    checkers: tuple[str, ...]
+
+    def __init__(self, seed: int, isolation: str | None = None):
+        self.seed = seed
+        self.isolation = isolation
+
+    @abstractmethod
+    def table(self) -> TableSpec: ...
+
+    @abstractmethod
+    def next_op(self, gen: SlotGenerator) -> OpSpec: ...
+
+    def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
+        return []
+
+    @abstractmethod
+    def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult: ...
+
+    def properties(self) -> tuple[tuple[str, str], ...]:
+        return (("delta.isolationLevel", self.isolation),) if self.isolation else ()
