@@ -28,7 +28,7 @@ def load_results(run_dir: Path) -> dict:
 
 
 def only_run_dir(results: Path) -> Path:
-    runs = [p for p in results.glob("*/*") if p.is_dir()]
+    runs = [p.parent for p in results.glob("*/*/spec.json") if not p.parent.parent.is_symlink() and p.parent.parent.name != "latest"]
     assert len(runs) == 1, runs
     return runs[0]
 
