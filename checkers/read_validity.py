@@ -60,8 +60,12 @@ def _ids(read: Op) -> list[Any]:
 
 def _explain_mismatch(ids: list[Any], facts: TableFacts, lo: int, hi: int) -> tuple[str, list[Any]]:
     seen = set(ids)
+    # Diffing every version costs versions x rows; the versions whose row
+    # count is nearest the read's are the likely closest, plus the ends.
+    window = [v for v in facts.versions if lo <= v <= hi] or [lo]
+    window.sort(key=lambda v: abs(facts.fingerprints[v].count - len(ids)) if v in facts.fingerprints else 0)
     best = None
-    for v in sorted({lo, hi}):
+    for v in sorted({*window[:3], lo, hi} & set(facts.fingerprints) or {lo}):
         state = facts.state(v)
         missing, extra = sorted(state - seen, key=str), sorted(seen - state, key=str)
         if best is None or len(missing) + len(extra) < len(best[1]) + len(best[2]):
@@ -84,6 +88,32 @@ def _explain_mismatch(ids: list[Any], facts: TableFacts, lo: int, hi: int) -> tu
     return f"closest version in its window is {v}: " + "; ".join(parts), missing + extra
 
 
+def _reads_going_backwards(observed: list[tuple[Op, int]], facts: TableFacts) -> list[Anomaly]:
+    """A read that begins after another read ended must not see an older
+    version than that read did: each read sees the latest version at access
+    time (spec C2, C12), so the versions reads see follow real time."""
+    out = []
+    by_end = sorted(((r.end, v, r) for r, v in observed if r.end is not None), key=lambda x: x[0])
+    ends = [e for e, _, _ in by_end]
+    best: list[tuple[int, Op]] = []
+    for _, v, r in by_end:
+        best.append(max(best[-1], (v, r), key=lambda x: x[0]) if best else (v, r))
+    for r, v in observed:
+        i = bisect.bisect_left(ends, r.start)
+        if i == 0:
+            continue
+        prev_v, prev = best[i - 1]
+        newest = max(facts.by_fingerprint.get(facts.fingerprints[v], [v])) if v in facts.fingerprints else v
+        if newest < prev_v:
+            out.append(Anomaly(
+                "stale-read", "C12",
+                f"Read {r.id} (process {r.process}) returned the state of version {v}, but read {prev.id} "
+                f"(process {prev.process}) had already returned version {prev_v} before {r.id} began: reads went "
+                "back in time.",
+                ops=[r.id, prev.id], versions=[v, prev_v]))
+    return out
+
+
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     rs = reads(history)
@@ -91,6 +121,9 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; reads cannot be judged.")
     windows = _Windows(history, facts)
     anomalies: list[Anomaly] = []
+    # The version each valid read observed (the oldest consistent one), for
+    # the real-time order among reads checked after this loop.
+    observed: list[tuple[Op, int]] = []
     for r in rs:
         ids = _ids(r)
         fp = Fingerprint.of(ids)
@@ -111,7 +144,9 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 f"{when.capitalize()} returned a table state that no committed version ever had; {why}.",
                 ops=[r.id], versions=[lo, hi], rows=rows))
             continue
-        if any(lo <= v <= hi for v in candidates):
+        inside = [v for v in candidates if lo <= v <= hi]
+        if inside:
+            observed.append((r, r.version if r.version is not None else min(inside)))
             continue
         if max(candidates) < lo:
             anomalies.append(Anomaly(
@@ -125,6 +160,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, whose writer had not "
                 f"even been invoked when the read ended (newest possible version: {hi}).",
                 ops=[r.id], versions=[min(candidates), hi]))
+    anomalies += _reads_going_backwards(observed, facts)
     stats = {"reads": len(rs), "final_reads": sum(1 for r in rs if isinstance(r.value, dict) and r.value.get("final"))}
     if anomalies:
         return CheckResult(

@@ -30,6 +30,7 @@ from workloads.base import OpSpec, SlotGenerator, Workload
 
 WORKER_START_TIMEOUT = 90.0
 NODE_START_TIMEOUT = 60.0
+SETUP_TIMEOUT = 60.0
 TABLE_DIR = "table"
 
 
@@ -187,7 +188,9 @@ class Runner:
             op = {"f": "create-table", "id": "setup.1", "value": self.table.to_json()}
             rec(process="setup", type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node=node.name)
             try:
-                reply = worker.call(op, self.spec.op_timeout)
+                # Setup is not under test: it gets a generous timeout even
+                # when ops get a tiny one.
+                reply = worker.call(op, max(self.spec.op_timeout, SETUP_TIMEOUT))
             except (OpTimeout, WorkerDied) as e:
                 raise HarnessError(f"creating the table failed: {e}") from None
             err = OpError.from_json(reply["error"]) if reply.get("error") else None
