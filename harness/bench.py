@@ -1,8 +1,8 @@
 """bench-overhead: what the harness itself costs per op.
 
-Runs the same op sequence (the append workload's mix, fixed seed) twice on
-fresh tables: once as a bare loop calling the engine client in-process, once
-through the harness (worker process, pipe, history recording). The harness's
+Runs the same op sequence (the append workload's mix, fixed seed) on two
+fresh tables, interleaved op by op: a bare loop calling the engine client
+in-process, and the harness (worker process, pipe, history recording). The harness's
 per-op overhead is the controller-observed latency minus the time the worker
 spent inside the engine.
 """
@@ -48,24 +48,20 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
                 client = make_client(bare_cfg)
                 client.open()
                 client.create_table(table)
-                bare_lat = []
-                t_start = time.perf_counter()
-                for op in ops:
-                    t = time.perf_counter_ns()
-                    workload.invoke(client, table, op)
-                    bare_lat.append((time.perf_counter_ns() - t) / 1e6)
-                bare_s = time.perf_counter() - t_start
-                client.close()
-
                 # Through the harness: worker process + history recording.
                 cfg = engine.client_config(nodes[0], 0, storage, storage.table_uri("harness"), 30)
                 worker = Worker(cfg, "append", SEED, None, table, run_dir / "logs" / "worker.log").start(90)
                 history = HistoryWriter(run_dir / "history.jsonl")
+                bare_lat, lat, overhead = [], [], []
                 try:
                     worker.call({"f": "create-table", "id": "setup.1", "value": None}, 60)
-                    overhead, lat = [], []
-                    t_start = time.perf_counter()
+                    # Interleaved op by op, so both loops see the same table
+                    # growth and the same load on the machine.
                     for op in ops:
+                        t = time.perf_counter_ns()
+                        workload.invoke(client, table, op)
+                        bare_lat.append((time.perf_counter_ns() - t) / 1e6)
+
                         t = time.perf_counter_ns()
                         history.record(process=0, type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node="n1")
                         reply = worker.call(op, 30)
@@ -75,15 +71,15 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
                         total = time.perf_counter_ns() - t
                         lat.append(total / 1e6)
                         overhead.append((total - reply["engine_ns"]) / 1e6)
-                    harness_s = time.perf_counter() - t_start
                 finally:
                     history.close()
                     worker.stop()
+                    client.close()
             finally:
                 engine.stop_nodes()
         finally:
             storage.stop()
-    bare_rate, harness_rate = n_ops / bare_s, n_ops / harness_s
+    bare_rate, harness_rate = n_ops / (sum(bare_lat) / 1e3), n_ops / (sum(lat) / 1e3)
     ratio = harness_rate / bare_rate
     p50, p99 = statistics.median(overhead), _pct(overhead, 0.99)
     print(f"bench-overhead: engine {engine_name}, storage {storage_kind}, {n_ops} ops (append workload mix, seed {SEED})")

@@ -72,7 +72,8 @@ class Worker:
         return self
 
     def _recv(self, timeout: float) -> dict[str, Any]:
-        assert self._sel is not None and self.proc.proc is not None
+        if self._sel is None or self.proc.proc is None:
+            raise WorkerDied("worker already stopped")
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
@@ -102,8 +103,14 @@ class Worker:
         return self.proc.alive()
 
     def kill(self) -> None:
+        """Kill and clean up; only from the thread that owns this worker."""
         self._close_selector()
         self.proc.kill()
+
+    def crash(self) -> None:
+        """SIGKILL only, safe from any thread: the owner's pending call then
+        raises WorkerDied and the owner cleans up."""
+        self.proc.signal_kill()
 
     def stop(self, grace: float = 5.0) -> None:
         if self.proc.alive() and self.proc.proc is not None and self.proc.proc.stdin is not None:

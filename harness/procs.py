@@ -98,13 +98,18 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def kill(self) -> None:
-        """SIGKILL at once (a crash, as a nemesis or a timed-out op needs)."""
+    def signal_kill(self) -> None:
+        """Only send SIGKILL: safe from any thread. The thread that owns the
+        process sees its pipes close and cleans up itself."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+    def kill(self) -> None:
+        """SIGKILL at once (a crash, as a nemesis or a timed-out op needs)."""
+        self.signal_kill()
         self._reap(5)
 
     def stop(self, grace: float = 5.0) -> None:

@@ -78,6 +78,7 @@ class Runner:
         self.nodes: list[Node] = []
         self.slots: list[_Slot] = []
         self.threads: list[threading.Thread] = []
+        self.barrier: threading.Barrier | None = None
 
     # -- workers -----------------------------------------------------------
 
@@ -106,7 +107,7 @@ class Runner:
                 error=OpError(ErrorClass.TIMEOUT, str(e)))
             self._retire(slot, killed=True)
             return
-        except WorkerDied as e:
+        except (WorkerDied, OSError, ValueError) as e:  # pipe gone mid-call: a crash
             rec(process=slot.process, type=INFO, f=op.f, id=op.id, value=op.value, node=slot.node.name,
                 error=OpError(ErrorClass.CRASH, str(e)))
             self._retire(slot, killed=True)
@@ -247,7 +248,7 @@ class Runner:
     def _run_workload(self) -> float:
         sh = self.shared
         n = self.spec.concurrency
-        barrier = threading.Barrier(n)
+        barrier = self.barrier = threading.Barrier(n)
         self.slots = [_Slot(i, i, self.nodes[i % len(self.nodes)]) for i in range(n)]
         # One final read per node: each node's view of the final state.
         finals = {min(s.index for s in self.slots if s.node is node) for node in self.nodes if any(s.node is node for s in self.slots)}
@@ -285,10 +286,12 @@ class Runner:
     def _abort(self) -> None:
         self.shared.stop.set()
         self.shared.go.set()
+        if self.barrier is not None:
+            self.barrier.abort()  # no final phase after an abort
         for s in self.slots:
             w = s.worker
             if w is not None:
-                w.kill()  # unblocks the slot thread: its op is recorded info
+                w.crash()  # unblocks the slot thread: its op is recorded info
         self._join()
 
     def _join(self) -> None:
