@@ -22,9 +22,10 @@ def make_engine(name: str) -> Engine:
 
 def make_client(config: ClientConfig) -> EngineClient:
     if config.engine == "sail":
+        from harness.engines.sail import SAIL_CAPABILITIES
         from harness.engines.spark import SparkConnectClient
 
-        return SparkConnectClient(config)
+        return SparkConnectClient(config, "sail", SAIL_CAPABILITIES)
     if config.engine == "delta-rs":
         from harness.engines.deltars import DeltaRsClient
 

@@ -143,7 +143,8 @@ _JVM_TEXTS: tuple[tuple[re.Pattern[str], ErrorClass], ...] = (
 )
 
 _TIMEOUT_RE = re.compile(
-    r"\btimed[ _-]?out\b|\bdeadline[ _]exceeded\b|\bTimeoutError\b|\btimeout\b(?!\s*[:=])",
+    r"timed[ _-]?out|deadline[ _]exceeded|\b\w*Timeout(?:Error|Exception)\b|Gateway Timeout"
+    r"|\b(?:request|operation|read|connect|connection|query|op|commit) timeout\b",
     re.I,
 )
 
@@ -159,7 +160,7 @@ _NETWORK_RE = re.compile(
             r"network is unreachable",
             r"no route to host",
             r"StatusCode\.(?:UNAVAILABLE|CANCELLED)",
-            r"\bUNAVAILABLE\b",
+            r"(?-i:\bUNAVAILABLE\b)",
             r"failed to connect to all addresses",
             r"socket closed",
             r"RETRIES_EXCEEDED",
@@ -171,9 +172,7 @@ _NETWORK_RE = re.compile(
             r"\bHTTP error\b",
             r"\b5\d\d (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\b",
             r"status(?: code)?[:= ]+5\d\d\b",
-            r"\bSlowDown\b",
-            r"\bServiceUnavailable\b",
-            r"\bInternalError\b",
+            r"(?-i:\bSlowDown\b|\bServiceUnavailable\b|\bInternalError\b)",
             r"Log storage error",
             r"Generic (?:S3|GCS|MicrosoftAzure|Azure|HTTP|LocalFileSystem|HadoopFileSystem) error",
         ]
@@ -457,12 +456,8 @@ def classify_spark_text(
     if conflict is not None:
         return Classified(conflict, True, raw)
 
-    ind = _indeterminate(names, text)
-    if ind is not None:
-        return _with_raw(ind, raw)
-    if set(names) & _OSERROR_NAMES or "RpcError" in names or "RetriesExceeded" in names:
-        return Classified(E.NOT_A_CONFLICT, False, raw)
-
+    # Raised while parsing or analysing, before anything runs: definite,
+    # whatever words the message holds (a column may be called `timeout`).
     if "UnsupportedOperationException" in names or "NotImplementedError" in names or (
         "PySparkNotImplementedError" in names
     ):
@@ -473,6 +468,12 @@ def classify_spark_text(
         return Classified(E.NOT_A_CONFLICT, True, raw)
     if re.match(r"\s*(?:\([\w.$]+\)\s*)?\[(?:TABLE_OR_VIEW_NOT_FOUND|PARSE_SYNTAX_ERROR)", message):
         return Classified(E.NOT_A_CONFLICT, True, raw)
+
+    ind = _indeterminate(names, text)
+    if ind is not None:
+        return _with_raw(ind, raw)
+    if set(names) & _OSERROR_NAMES or "RpcError" in names or "RetriesExceeded" in names:
+        return Classified(E.NOT_A_CONFLICT, False, raw)
     # SparkRuntimeException, SparkException, UnknownException, ...: Sail maps
     # storage and execution failures (including ones in the commit) here.
     return Classified(E.NOT_A_CONFLICT, False, raw)

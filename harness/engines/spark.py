@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import ClientConfig, EngineClient, OpResult, TableSpec
+from harness.engines.base import Capabilities, ClientConfig, EngineClient, OpResult, TableSpec
 from harness.engines.errors import Classified, classify_spark
 
 # Sail keeps a catalog per session, so each session registers the table
@@ -32,8 +32,13 @@ def sql_values(rows: list[tuple]) -> str:
 
 
 class SparkConnectClient(EngineClient):
-    def __init__(self, config: ClientConfig):
+    """One client for every Spark Connect backend; what the backend can do
+    (Sail, delta-spark, a remote cluster) comes in as its capabilities."""
+
+    def __init__(self, config: ClientConfig, name: str, capabilities: Capabilities):
         super().__init__(config)
+        self.name = name
+        self.capabilities = capabilities
         self.spark: Any = None
         self._registered = False
 
