@@ -88,29 +88,20 @@ def _explain_mismatch(ids: list[Any], facts: TableFacts, lo: int, hi: int) -> tu
     return f"closest version in its window is {v}: " + "; ".join(parts), missing + extra
 
 
-def _reads_going_backwards(observed: list[tuple[Op, int]], facts: TableFacts) -> list[Anomaly]:
-    """A read that begins after another read ended must not see an older
-    version than that read did: each read sees the latest version at access
-    time (spec C2, C12), so the versions reads see follow real time."""
-    out = []
-    by_end = sorted(((r.end, v, r) for r, v in observed if r.end is not None), key=lambda x: x[0])
+def _read_floors(seen: list[tuple[Op, int]]) -> dict[str, tuple[int, Op]]:
+    """For each read, the newest version seen by a read that ended before it
+    began, and that read. Each read sees the latest version at access time
+    (spec C2, C12), so the versions reads see must follow real time too."""
+    by_end = sorted(((r.end, v, r) for r, v in seen if r.end is not None), key=lambda x: x[0])
     ends = [e for e, _, _ in by_end]
     best: list[tuple[int, Op]] = []
     for _, v, r in by_end:
         best.append(max(best[-1], (v, r), key=lambda x: x[0]) if best else (v, r))
-    for r, v in observed:
+    out = {}
+    for r, _ in seen:
         i = bisect.bisect_left(ends, r.start)
-        if i == 0:
-            continue
-        prev_v, prev = best[i - 1]
-        newest = max(facts.by_fingerprint.get(facts.fingerprints[v], [v])) if v in facts.fingerprints else v
-        if newest < prev_v:
-            out.append(Anomaly(
-                "stale-read", "C12",
-                f"Read {r.id} (process {r.process}) returned the state of version {v}, but read {prev.id} "
-                f"(process {prev.process}) had already returned version {prev_v} before {r.id} began: reads went "
-                "back in time.",
-                ops=[r.id, prev.id], versions=[v, prev_v]))
+        if i > 0:
+            out[r.id] = best[i - 1]
     return out
 
 
@@ -121,9 +112,10 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; reads cannot be judged.")
     windows = _Windows(history, facts)
     anomalies: list[Anomaly] = []
-    # The version each valid read observed (the oldest consistent one), for
-    # the real-time order among reads checked after this loop.
-    observed: list[tuple[Op, int]] = []
+    matched: list[tuple[Op, list[int], int, int, str]] = []
+    # The oldest version each read can have seen: what later reads must not
+    # go below.
+    seen: list[tuple[Op, int]] = []
     for r in rs:
         ids = _ids(r)
         fp = Fingerprint.of(ids)
@@ -136,7 +128,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 f"The engine said {when} was of version {r.version}, but the rows differ from that version: {why}.",
                 ops=[r.id], versions=[r.version], rows=rows))
             continue
-        candidates = facts.by_fingerprint.get(fp, [])
+        candidates = [r.version] if r.version is not None else facts.by_fingerprint.get(fp, [])
         if not candidates:
             why, rows = _explain_mismatch(ids, facts, lo, hi)
             anomalies.append(Anomaly(
@@ -145,10 +137,22 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 ops=[r.id], versions=[lo, hi], rows=rows))
             continue
         inside = [v for v in candidates if lo <= v <= hi]
-        if inside:
-            observed.append((r, r.version if r.version is not None else min(inside)))
+        seen.append((r, min(inside or candidates)))
+        matched.append((r, candidates, lo, hi, when))
+    floors = _read_floors(seen)
+    for r, candidates, lo, hi, when in matched:
+        prev_v, prev = floors.get(r.id, (-1, None))
+        floor = max(lo, prev_v)
+        if any(floor <= v <= hi for v in candidates):
             continue
-        if max(candidates) < lo:
+        if max(candidates) < floor and prev is not None and prev_v > lo:
+            anomalies.append(Anomaly(
+                "stale-read", "C12",
+                f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, but read {prev.id} "
+                f"(process {prev.process}) had already returned version {prev_v} before {r.id} began: reads went "
+                "back in time.",
+                ops=[r.id, prev.id], versions=[max(candidates), prev_v]))
+        elif max(candidates) < floor:
             anomalies.append(Anomaly(
                 "stale-read", "C12",
                 f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, but version {lo} had "
@@ -160,7 +164,6 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, whose writer had not "
                 f"even been invoked when the read ended (newest possible version: {hi}).",
                 ops=[r.id], versions=[min(candidates), hi]))
-    anomalies += _reads_going_backwards(observed, facts)
     stats = {"reads": len(rs), "final_reads": sum(1 for r in rs if isinstance(r.value, dict) and r.value.get("final"))}
     if anomalies:
         return CheckResult(

@@ -79,4 +79,6 @@ def test_a_commit_removed_from_the_log_is_a_gap(real_run: Path, tmp_path: Path) 
     doc = json.loads(res.stdout)
     sanity = next(c for c in doc["checkers"] if c["checker"] == "log-sanity")
     assert sanity["verdict"] == "invalid"
-    assert sanity["anomalies"][0]["kind"] == "log-gap"
+    # A gap, or a hole under a checkpoint (delta-rs checkpoints every 100).
+    a = sanity["anomalies"][0]
+    assert a["kind"] in ("log-gap", "log-missing-commit") and a["versions"] == [2]

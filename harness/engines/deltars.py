@@ -87,9 +87,13 @@ class DeltaRsClient(EngineClient):
         return OpResult(version=dt.version())
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
+        from deltalake import QueryBuilder
+
         dt = self._table()
         version = dt.version()
-        t = dt.to_pyarrow_table(columns=columns)
+        # QueryBuilder, not to_pyarrow_table(): the latter intermittently
+        # aborts the interpreter at exit (seen with deltalake 1.6.6).
+        t = QueryBuilder().register("t", dt).execute(f"SELECT {', '.join(columns)} FROM t").read_all()
         return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns))), version=version)
 
     def classify(self, exc: BaseException) -> Classified:

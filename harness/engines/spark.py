@@ -46,8 +46,15 @@ class SparkConnectClient(EngineClient):
         from pyspark.sql import SparkSession
 
         assert self.config.url, "a Spark Connect client needs sc://host:port"
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
         # create(), not getOrCreate(): every client must have its own session.
         self.spark = SparkSession.builder.remote(self.config.url).create()
+        # PySpark's default retries an unavailable server for ~10 minutes; a
+        # dead node must surface fast (as an indeterminate op) instead.
+        self.spark.client.set_retry_policies(
+            [DefaultPolicy(max_retries=3, initial_backoff=50, max_backoff=1000, jitter=0)]
+        )
 
     def close(self) -> None:
         if self.spark is not None:
