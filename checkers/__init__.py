@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkers import atomicity, duplicates, durability, log_sanity, read_validity
+from checkers import atomicity, duplicates, durability, log_sanity, read_validity, serializability
 from checkers.base import CheckerFn
 
 CHECKERS: dict[str, CheckerFn] = {
@@ -11,4 +11,5 @@ CHECKERS: dict[str, CheckerFn] = {
     atomicity.NAME: atomicity.check,
     duplicates.NAME: duplicates.check,
     read_validity.NAME: read_validity.check,
+    serializability.NAME: serializability.check,
 }

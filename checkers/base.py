@@ -39,6 +39,8 @@ class Anomaly:
     ops: list[str] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     rows: list[Any] = field(default_factory=list)
+    # Checker-specific evidence, e.g. a cycle's edges and its DOT graph.
+    details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class Anomaly:
             "versions": self.versions,
             "rows": self.rows[:50],
             "rows_total": len(self.rows),
+            **({"details": self.details} if self.details else {}),
         }
 
 

@@ -104,9 +104,39 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
     }
     summary = render_summary(run_dir, verdict, results, hstats, doc, run)
     if write:
+        graphs = write_anomaly_graphs(run_dir, results)
+        if graphs:
+            doc["anomaly_graphs"] = graphs
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
     return Report(run_dir, verdict, results, doc, summary)
+
+
+def write_anomaly_graphs(run_dir: Path, results: list[CheckResult]) -> list[str]:
+    """One DOT file per anomaly that carries a graph (and SVG where Graphviz's
+    `dot` is installed), under anomalies/."""
+    import shutil
+    import subprocess
+
+    out_dir = run_dir / "anomalies"
+    written = []
+    dot_bin = shutil.which("dot")
+    for r in results:
+        for n, a in enumerate(r.anomalies, start=1):
+            dot = a.details.get("dot") if a.details else None
+            if not dot:
+                continue
+            out_dir.mkdir(exist_ok=True)
+            path = out_dir / f"{r.checker}-{n:03d}-{a.kind}.dot"
+            path.write_text(dot)
+            written.append(str(path.relative_to(run_dir)))
+            if dot_bin:
+                try:
+                    subprocess.run([dot_bin, "-Tsvg", str(path), "-o", str(path.with_suffix(".svg"))],
+                                   timeout=30, check=False, capture_output=True)
+                except subprocess.TimeoutExpired:
+                    pass
+    return written
 
 
 def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], h: dict[str, Any],
@@ -127,7 +157,7 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
     if h["error_classes"]:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(h["error_classes"].items())))
     for r in results:
-        lines.append(f"  {r.checker:<14} {r.verdict.value:<8} {r.explanation}")
+        lines.append(f"  {r.checker:<16} {r.verdict.value:<8} {r.explanation}")
         for a in r.anomalies[:5]:
             lines.append(f"      - [{a.kind}{', spec ' + a.claim if a.claim else ''}] {a.explanation}")
         if len(r.anomalies) > 5:

@@ -40,4 +40,4 @@ def test_list_names_everything() -> None:
     res = run_cli("list", timeout=60)
     assert res.returncode == 0
     assert "workloads: append" in res.stdout
-    assert "checkers: log-sanity, durability, atomicity, duplicates, read-validity" in res.stdout
+    assert "checkers: log-sanity, durability, atomicity, duplicates, read-validity, serializability" in res.stdout

@@ -42,7 +42,7 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
     assert doc["log"]["latest_version"] >= 1
     assert {c["checker"]: c["verdict"] for c in doc["checkers"]} == {
         "log-sanity": "valid", "durability": "valid", "atomicity": "valid",
-        "duplicates": "valid", "read-validity": "valid",
+        "duplicates": "valid", "read-validity": "valid", "serializability": "valid",
     }
     # The run folder has what a re-run and a re-check need, and no secret.
     spec = json.loads((run_dir / "spec.json").read_text())

@@ -26,7 +26,7 @@ def row_id(slot: int, seq: int, j: int) -> int:
 
 class AppendWorkload(Workload):
     name = "append"
-    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity")
+    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability")
 
     def table(self) -> TableSpec:
         return TableSpec(

@@ -1,0 +1,167 @@
+"""Write serializability (spec C14-C16): the committed writes, recovered from
+the history and the table's own data, must have an acyclic dependency graph
+(WriteSerializable), and at Serializable commits also follow the history order.
+
+Recovering transactions (Elle's recoverability, on rows): every row version
+is identified by (key, writer): ``k`` (falling back to ``id``) and the
+``writer`` op id. A commit's new row versions are those whose writer is the
+committing op; copies that a copy-on-write rewrite carries over keep their
+old writer and are not new. ``prev_writer`` on a new version names the
+version it replaced, which is also what the transaction read. A version alive
+before a commit and gone after it, with no new version of its key, was
+deleted. Predicates and explicit reads come from the op's invocation (e.g.
+``{"predicate": [lo, hi]}``, ``{"reads": [[k, writer], ...]}``); the read
+version from ``commitInfo.readVersion`` or, where the engine reports it, the op.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.txn_graph import TxnAnalysis, analyze
+from checkers.txn_model import INITIAL, LEVELS, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory, Write
+from harness.deltalog import TransactionLog
+from harness.history import FAIL, History, Op
+
+NAME = "serializability"
+OP_ID_KEY = "dj.op"
+
+
+def default_isolation(history: History) -> str:
+    for op in history.ops():
+        if op.f == "create-table" and isinstance(op.invoke.value, dict):
+            level = op.invoke.value.get("default_isolation")
+            if level in LEVELS:
+                return level
+    return WRITE_SERIALIZABLE  # Databricks' documented default (spec C13)
+
+
+def _column(table: Any, name: str) -> list[Any] | None:
+    return table.column(name).to_pylist() if name in table.column_names else None
+
+
+def extract(history: History, log: TransactionLog) -> TxnHistory:
+    """The committed write transactions of a run, from its log and data."""
+    ops: dict[str, Op] = {op.id: op for op in history.ops()}
+    failed = {op.id for op in ops.values() if op.type == FAIL}
+    default = default_isolation(history)
+    level_assumed = False
+    alive: dict[str, list[tuple[Any, str, Any]]] = {}  # path -> row versions (key, writer, prev)
+    live_versions: dict[tuple[Any, str], int] = defaultdict(int)  # (key, writer) -> copies alive
+    txns: list[Txn] = []
+    unknown: dict[str, str] = {}
+    for version, commit, adds, removes in log.replay():
+        if version == 0 and commit.metadata is not None and not adds:
+            continue  # the table's creation
+        before_removed: list[tuple[Any, str, Any]] = []
+        for rm in removes:
+            before_removed += alive.pop(rm["path"], [])
+        added: list[tuple[Any, str, Any]] = []
+        for add in adds:
+            rows = log.file_rows(add["path"])
+            keys = _column(rows, "k") or _column(rows, "id") or []
+            writers = _column(rows, "writer") or [None] * len(keys)
+            prevs = _column(rows, "prev_writer") or [None] * len(keys)
+            versions = list(zip(keys, writers, prevs))
+            alive[add["path"]] = versions
+            added += versions
+        # New iff no copy of (key, writer) was alive before this commit;
+        # rewritten files carry unchanged versions over under the old writer.
+        new = [(k, w, p) for k, w, p in added if live_versions[(k, w)] == 0]
+        added_ids = {(k, w) for k, w, _ in added}
+        removed_now = {(k, w) for k, w, _ in before_removed} - added_ids
+        for key, w, _ in before_removed:
+            live_versions[(key, w)] -= 1
+        for key, w, _ in added:
+            live_versions[(key, w)] += 1
+        info = commit.commit_info or {}
+        new_writers = {w for _, w, _ in new}
+        op_id = info.get(OP_ID_KEY)
+        if op_id is None and len(new_writers) == 1:
+            op_id = next(iter(new_writers))
+        if op_id is None:
+            # No new rows and no op id in the log (e.g. a DELETE by an engine
+            # that does not tag commits): whose commit this is stays unknown.
+            tid = f"v{version}"
+            if removed_now:
+                unknown[tid] = (f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
+                                "and no new row says which op wrote it")
+        else:
+            tid = str(op_id)
+        new_keys = {k for k, _, _ in new}
+        writes = tuple(Write(k, p if p is not None else None) for k, _, p in new)
+        deletes = tuple(RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys)
+        op = ops.get(tid)
+        reads, preds = _declared_reads(op)
+        read_version = commit.read_version
+        if read_version is None and op is not None and isinstance(op.value, dict):
+            rv = op.value.get("read_version")
+            read_version = rv if isinstance(rv, int) else None
+        level = log.configuration_at(version - 1).get("delta.isolationLevel") if version > 0 else None
+        if level not in LEVELS:
+            level_assumed = True
+            level = default
+        txns.append(Txn(tid, version, read_version, reads, writes, deletes, preds, level, commit.operation or ""))
+    return TxnHistory(txns, failed, unknown, default if level_assumed else None)
+
+
+def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate, ...]]:
+    if op is None or not isinstance(op.invoke.value, dict):
+        return (), ()
+    v = op.invoke.value
+    reads = tuple(RowRef(k, w if w is not None else INITIAL) for k, w in (op.value or {}).get("reads", []) or [])
+    pred = v.get("predicate")
+    preds = (Predicate(pred[0], pred[1]),) if isinstance(pred, (list, tuple)) and len(pred) == 2 else ()
+    return reads, preds
+
+
+def _to_anomaly(a: Any, versions: dict[str, int]) -> Anomaly:
+    claim = "C14" if a.level != WRITE_SERIALIZABLE or a.kind == "history-order" else "C15"
+    return Anomaly(a.kind, claim, a.explanation, ops=a.txns,
+                   versions=[versions[t] for t in a.txns if t in versions],
+                   details={"level": a.level, "edges": [e.to_json() for e in a.edges], "dot": a.dot})
+
+
+def check(history: History, log: TransactionLog) -> CheckResult:
+    h = extract(history, log)
+    rw = [t for t in h.txns if t.reads_anything or any(w.prev is not None for w in t.writes) or t.deletes]
+    stats: dict[str, Any] = {"transactions": len(h.txns), "read_write_transactions": len(rw)}
+    if h.assumed_default_level:
+        stats["assumed_isolation_level"] = h.assumed_default_level
+    levels = sorted({t.isolation for t in h.txns})
+    stats["levels"] = levels
+    if not rw:
+        return CheckResult(
+            NAME, Verdict.VALID,
+            f"No read-write transactions: all {len(h.txns)} committed write(s) are blind inserts that read nothing "
+            "(spec C9), so any order of them is serializable; atomicity, durability and read validity cover them.",
+            [], stats)
+    res: TxnAnalysis = analyze(h)
+    stats.update(res.stats)
+    stats["reorderings"] = res.reorderings_total
+    versions = {t.id: t.version for t in h.txns}
+    anomalies = [_to_anomaly(a, versions) for a in res.anomalies]
+    assumed = (f" The table carried no delta.isolationLevel; the engine's default {h.assumed_default_level} was "
+               "assumed." if h.assumed_default_level else "")
+    if anomalies:
+        kinds = sorted({a.kind for a in anomalies})
+        return CheckResult(
+            NAME, Verdict.INVALID,
+            f"{len(anomalies)} serializability anomal{'y' if len(anomalies) == 1 else 'ies'} ({', '.join(kinds)}) "
+            f"among {len(rw)} read-write transactions at level(s) {', '.join(levels)}.{assumed} "
+            f"First: {anomalies[0].explanation}",
+            anomalies, stats)
+    if res.unknown:
+        first = next(iter(res.unknown.items()))
+        return CheckResult(
+            NAME, Verdict.UNKNOWN,
+            f"No cycle among {len(rw)} read-write transactions, but {len(res.unknown)} transaction(s) could not be "
+            f"fully recovered, e.g. {first[0]}: {first[1]}.{assumed}", [], {**stats, "unknown": res.unknown})
+    note = (f" {res.reorderings_total} transaction(s) serialize in a different order than they committed, which "
+            "WriteSerializable allows (spec C15, C16)." if res.reorderings_total else "")
+    return CheckResult(
+        NAME, Verdict.VALID,
+        f"The {len(rw)} read-write transactions' dependency graph has no cycle at level(s) "
+        f"{', '.join(levels)}.{note}{assumed}", [], stats)
