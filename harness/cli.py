@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-rs)")
     b.add_argument("--storage", default="local", help="local or s3 (default local)")
     b.add_argument("--ops", type=_positive(int), default=300, help="ops per measurement (default 300)")
+    bc = sub.add_parser("bench-checker", help="the serializability analysis on simulated histories (10k..1M)")
+    bc.add_argument("--sizes", default="10000,100000,1000000", help="transaction counts (default 10000,100000,1000000)")
+    bc.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
+    bc.add_argument("--isolation", default="WriteSerializable", help="Serializable or WriteSerializable")
+    bc.add_argument("--seed", type=int, default=1)
     sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
     return p
 
@@ -158,12 +163,28 @@ def cmd_bench_overhead(args: argparse.Namespace) -> int:
     return bench_overhead(args.engine, args.storage, args.ops)
 
 
+def cmd_bench_checker(args: argparse.Namespace) -> int:
+    from harness.bench_checker import bench_checker
+    from harness.spec import ISOLATION_LEVELS
+
+    if args.isolation not in ISOLATION_LEVELS:
+        raise HarnessError(f"unknown isolation level {args.isolation!r}; valid: {', '.join(ISOLATION_LEVELS)}")
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        raise HarnessError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise HarnessError("--sizes must be positive integers")
+    return bench_checker(sizes, args.concurrency, args.isolation, args.seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead}
+    handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
+                "bench-checker": cmd_bench_checker}
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:
