@@ -119,7 +119,7 @@ class _Graph:
         t = self.txns[i]
         rv = f", read version {t.read_version}" if t.read_version is not None else ""
         op = f" {t.operation}" if t.operation else ""
-        return f"T{t.id}{op} (v{t.version}{rv})"
+        return f"txn {t.id}{op} (v{t.version}{rv})"
 
     def reads_of(self, t: Txn) -> Iterator[RowRef]:
         """Every row version t observed: explicit reads, the versions its
@@ -199,7 +199,7 @@ def _why(g: _Graph, src: int, dst: int, kind: str, key: Any) -> str:
     if kind == WR:
         return f"{d} read row {key.key!r} as written by {s}."
     if kind == RW:
-        who = "its initial version" if key.writer == INITIAL else f"the version written by T{key.writer}"
+        who = "its initial version" if key.writer == INITIAL else f"the version written by txn {key.writer}"
         return f"{s} read row {key.key!r} in {who}, and {d} installed the next version of that row."
     if kind == PRW:
         pred, k = key
@@ -244,6 +244,8 @@ def _backward_edges(g: _Graph, stats: dict[str, int]) -> list[tuple[int, int, st
         if t.predicates and t.read_version is not None:
             for j, kind, key in g.predicate_edges_out(i, 0, i - 1):
                 out.append((i, j, kind, key))
+    # A version read both explicitly and as a write's `prev` gives one edge.
+    out = list(dict.fromkeys(out))
     stats["reads_scanned"] = n_reads
     stats["backward_edges"] = len(out)
     return out
@@ -392,7 +394,7 @@ def _analyze(h: TxnHistory) -> TxnAnalysis:
                 status = "failed" if ref.writer in g.failed else "did not commit"
                 res.anomalies.append(TxnAnomaly(
                     "G1a", WRITE_SERIALIZABLE, [t.id], [],
-                    f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by T{ref.writer}, "
+                    f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by txn {ref.writer}, "
                     f"which {status}."))
     backward = _backward_edges(g, stats)
     # Serializable: a backward edge out of a Serializable commit breaks the

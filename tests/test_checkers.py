@@ -47,8 +47,8 @@ def simple_valid_run() -> SynthRun:
     return run
 
 
-def test_registry_has_the_five_checkers():
-    assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity"}
+def test_registry_has_every_checker():
+    assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability"}
 
 
 def test_valid_run_is_valid_for_every_checker():
