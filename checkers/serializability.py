@@ -118,7 +118,7 @@ def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate,
 
 
 def _to_anomaly(a: Any, versions: dict[str, int]) -> Anomaly:
-    claim = "C14" if a.level != WRITE_SERIALIZABLE or a.kind == "history-order" else "C15"
+    claim = {"history-order": "C14", "snapshot-mismatch": "C12"}.get(a.kind, "C15" if a.level == WRITE_SERIALIZABLE else "C14")
     return Anomaly(a.kind, claim, a.explanation, ops=a.txns,
                    versions=[versions[t] for t in a.txns if t in versions],
                    details={"level": a.level, "edges": [e.to_json() for e in a.edges], "dot": a.dot})

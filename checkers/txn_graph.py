@@ -251,6 +251,31 @@ def _backward_edges(g: _Graph, stats: dict[str, int]) -> list[tuple[int, int, st
     return out
 
 
+def _snapshot_mismatches(g: _Graph, res: TxnAnalysis) -> None:
+    """Cross-check what a transaction read (recovered from the data) against
+    the read version the log records: every version it read must be the one
+    live at its read version (spec C12, snapshot reads)."""
+    for i, t in enumerate(g.txns):
+        rv = t.read_version
+        if rv is None:
+            continue
+        for ref in g.reads_of(t):
+            wi = g.index.get(ref.writer)
+            if wi is not None and g.txns[wi].version > rv:
+                why = f"which {g.label(wi)} committed after that read version"
+            else:
+                j = g.next_installer(ref)
+                if j is None or j == i or g.txns[j].version > rv:
+                    continue
+                why = f"although {g.label(j)} had already replaced that version at or before the read version"
+            writer = "its initial version" if ref.writer == INITIAL else f"the version written by txn {ref.writer}"
+            res.anomalies.append(TxnAnomaly(
+                "snapshot-mismatch", WRITE_SERIALIZABLE, [t.id], [],
+                f"Snapshot mismatch (spec C12): the log says {g.label(i)} read the table at version {rv}, but it "
+                f"read row {ref.key!r} in {writer}, {why}."))
+            break
+
+
 def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     merged: list[list[int]] = []
     for lo, hi in sorted(spans):
@@ -396,6 +421,7 @@ def _analyze(h: TxnHistory) -> TxnAnalysis:
                     "G1a", WRITE_SERIALIZABLE, [t.id], [],
                     f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by txn {ref.writer}, "
                     f"which {status}."))
+    _snapshot_mismatches(g, res)
     backward = _backward_edges(g, stats)
     # Serializable: a backward edge out of a Serializable commit breaks the
     # history order; under WriteSerializable it is a permitted reordering.

@@ -619,3 +619,24 @@ def test_read_validity_concurrent_reads_may_see_either_order():
     run.read("3.1", [1], start=25, end=40, process=3)  # overlaps 1.1: allowed
     history, log = run.build()
     assert_valid(read_validity.check(history, log))
+
+
+def test_snapshot_mismatch_between_read_version_and_data():
+    """A transaction whose recovered reads contradict the read version the
+    log records: it replaced a version already superseded at that version."""
+    from checkers.txn_graph import analyze
+    from checkers.txn_model import INITIAL, Txn, TxnHistory, Write
+
+    a = Txn("a", 1, 0, writes=(Write(1, INITIAL),))
+    b = Txn("b", 2, 1, writes=(Write(1, INITIAL),))  # read version 1 already has a's version of row 1
+    res = analyze(TxnHistory([a, b]))
+    kinds = [x.kind for x in res.anomalies]
+    assert "snapshot-mismatch" in kinds and "G-single" in kinds
+    text = next(x for x in res.anomalies if x.kind == "snapshot-mismatch").explanation
+    assert "version 1" in text and "txn a" in text
+
+    c = Txn("c", 1, 0, reads=(), writes=(Write(5),))
+    d = Txn("d", 2, 0, writes=(Write(5, "c"),))  # read version 0, yet read c's version (committed at 1)
+    res = analyze(TxnHistory([c, d]))
+    assert [x.kind for x in res.anomalies] == ["snapshot-mismatch"]
+    assert "committed after that read version" in res.anomalies[0].explanation
