@@ -31,6 +31,7 @@ import bisect
 import gc
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Iterable, Iterator
 
 import networkx as nx
@@ -90,7 +91,7 @@ class _Graph:
     chains; edges are derived on demand, never all stored at once."""
 
     def __init__(self, h: TxnHistory):
-        self.txns = sorted(h.txns, key=lambda t: t.version)
+        self.txns = sorted(h.txns, key=attrgetter("version"))
         self.index = {t.id: i for i, t in enumerate(self.txns)}
         self.versions = [t.version for t in self.txns]
         self.failed = h.failed
@@ -208,25 +209,44 @@ def _why(g: _Graph, src: int, dst: int, kind: str, key: Any) -> str:
     return f"{s} committed before {d} in the table history."
 
 
-def _backward_edges(g: _Graph, stats: dict[str, int]) -> list[tuple[int, int, str, Any]]:
-    """All edges (src, dst, kind, key) whose src committed after dst.
+@dataclass
+class _Scan:
+    backward: list[tuple[int, int, str, Any]]  # (src, dst, kind, key), src committed after dst
+    aborted_reads: list[tuple[int, RowRef]]  # G1a: (reader, version whose writer did not commit)
+    # (reader, version read, txn that wrote it after / replaced it by the read version)
+    snapshot_mismatches: list[tuple[int, RowRef, int, bool]]
+
+
+def _scan(g: _Graph, stats: dict[str, int]) -> _Scan:
+    """One pass over every read of every transaction: backward edges, reads
+    of uncommitted writers (G1a), reads that contradict the read version.
 
     The hot loop of the analysis, so inlined: ww edges always point forward
     (version order is commit order) and are skipped; a read can only give a
     backward rw edge (it missed a version committed before its own commit)
     or a backward wr edge (it read a version committed after its own)."""
-    out = []
-    index, chain, bisect_left = g.index, g.chain, bisect.bisect_left
+    out: list[tuple[int, int, str, Any]] = []
+    aborted: list[tuple[int, RowRef]] = []
+    mismatched: list[tuple[int, RowRef, int, bool]] = []
+    index, chain, versions, bisect_left = g.index, g.chain, g.versions, bisect.bisect_left
     n_reads = 0
     for i, t in enumerate(g.txns):
         refs = [(r.key, r.writer) for r in t.reads]
         refs += [(w.key, w.prev) for w in t.writes if w.prev is not None]
         refs += [(d.key, d.writer) for d in t.deletes]
         n_reads += len(refs)
+        rv = t.read_version
+        bad_snapshot = False
         for key, writer in refs:
             wi = index.get(writer)
-            if wi is not None and wi > i:
+            if wi is None:
+                if writer != INITIAL:
+                    aborted.append((i, RowRef(key, writer)))
+            elif wi > i:
                 out.append((wi, i, WR, RowRef(key, writer)))
+            if rv is not None and wi is not None and versions[wi] > rv and not bad_snapshot:
+                mismatched.append((i, RowRef(key, writer), wi, True))
+                bad_snapshot = True
             c = chain.get(key)
             if not c:
                 continue
@@ -241,39 +261,37 @@ def _backward_edges(g: _Graph, stats: dict[str, int]) -> list[tuple[int, int, st
                 j = c[p + 1]
             if j < i:
                 out.append((i, j, RW, RowRef(key, writer)))
-        if t.predicates and t.read_version is not None:
+                if rv is not None and versions[j] <= rv and not bad_snapshot:
+                    mismatched.append((i, RowRef(key, writer), j, False))
+                    bad_snapshot = True
+        if t.predicates and rv is not None:
             for j, kind, key in g.predicate_edges_out(i, 0, i - 1):
                 out.append((i, j, kind, key))
     # A version read both explicitly and as a write's `prev` gives one edge.
     out = list(dict.fromkeys(out))
     stats["reads_scanned"] = n_reads
     stats["backward_edges"] = len(out)
-    return out
+    return _Scan(out, list(dict.fromkeys(aborted)), mismatched)
 
 
-def _snapshot_mismatches(g: _Graph, res: TxnAnalysis) -> None:
-    """Cross-check what a transaction read (recovered from the data) against
-    the read version the log records: every version it read must be the one
-    live at its read version (spec C12, snapshot reads)."""
-    for i, t in enumerate(g.txns):
-        rv = t.read_version
-        if rv is None:
-            continue
-        for ref in g.reads_of(t):
-            wi = g.index.get(ref.writer)
-            if wi is not None and g.txns[wi].version > rv:
-                why = f"which {g.label(wi)} committed after that read version"
-            else:
-                j = g.next_installer(ref)
-                if j is None or j == i or g.txns[j].version > rv:
-                    continue
-                why = f"although {g.label(j)} had already replaced that version at or before the read version"
-            writer = "its initial version" if ref.writer == INITIAL else f"the version written by txn {ref.writer}"
-            res.anomalies.append(TxnAnomaly(
-                "snapshot-mismatch", WRITE_SERIALIZABLE, [t.id], [],
-                f"Snapshot mismatch (spec C12): the log says {g.label(i)} read the table at version {rv}, but it "
-                f"read row {ref.key!r} in {writer}, {why}."))
-            break
+def _report_reads(g: _Graph, scan: _Scan, res: TxnAnalysis) -> None:
+    for i, ref in scan.aborted_reads:
+        status = "failed" if ref.writer in g.failed else "did not commit"
+        res.anomalies.append(TxnAnomaly(
+            "G1a", WRITE_SERIALIZABLE, [g.txns[i].id], [],
+            f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by txn {ref.writer}, "
+            f"which {status}."))
+    # Snapshot reads (spec C12): what a transaction read, recovered from the
+    # data, must be what was live at the read version the log records.
+    for i, ref, j, later in scan.snapshot_mismatches:
+        t = g.txns[i]
+        why = (f"which {g.label(j)} committed after that read version" if later else
+               f"although {g.label(j)} had already replaced that version at or before the read version")
+        writer = "its initial version" if ref.writer == INITIAL else f"the version written by txn {ref.writer}"
+        res.anomalies.append(TxnAnomaly(
+            "snapshot-mismatch", WRITE_SERIALIZABLE, [t.id], [],
+            f"Snapshot mismatch (spec C12): the log says {g.label(i)} read the table at version "
+            f"{t.read_version}, but it read row {ref.key!r} in {writer}, {why}."))
 
 
 def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -412,17 +430,9 @@ def _analyze(h: TxnHistory) -> TxnAnalysis:
     for t in g.txns:
         if t.predicates and t.read_version is None:
             res.unknown.setdefault(t.id, "read version unknown: its predicate anti-dependencies cannot be derived")
-    # G1a: reads of versions whose writer did not commit.
-    for i, t in enumerate(g.txns):
-        for ref in g.reads_of(t):
-            if ref.writer != INITIAL and ref.writer not in g.index:
-                status = "failed" if ref.writer in g.failed else "did not commit"
-                res.anomalies.append(TxnAnomaly(
-                    "G1a", WRITE_SERIALIZABLE, [t.id], [],
-                    f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by txn {ref.writer}, "
-                    f"which {status}."))
-    _snapshot_mismatches(g, res)
-    backward = _backward_edges(g, stats)
+    scan = _scan(g, stats)
+    _report_reads(g, scan, res)
+    backward = scan.backward
     # Serializable: a backward edge out of a Serializable commit breaks the
     # history order; under WriteSerializable it is a permitted reordering.
     # Each commit is judged by the level its table carried at that commit.
