@@ -67,7 +67,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 f"Rows written by op {w!r} appear at version(s) {', '.join(map(str, vs))}, but no such op was ever "
                 "invoked: data from no known transaction became visible.",
                 ops=[w], versions=vs))
-    stats = {"append_ops": len(ops), "info_ops_committed": committed_info}
+    stats = {"write_ops": len(ops), "info_ops_committed": committed_info}
     if anomalies:
         return CheckResult(
             NAME, Verdict.INVALID,
@@ -76,6 +76,6 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             anomalies, stats)
     return CheckResult(
         NAME, Verdict.VALID,
-        f"Each of the {len(ops)} append ops is either absent from the log or present whole at exactly one version; "
+        f"Each of the {len(ops)} write ops is either absent from the log or present whole at exactly one version; "
         f"no failed op's rows are visible; {committed_info} indeterminate op(s) turned out committed, whole.",
         [], stats)

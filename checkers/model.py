@@ -90,6 +90,20 @@ class TableFacts:
     def state(self, version: int) -> set[Any]:
         return {r.id for r in self.lives if r.added <= version and (r.removed is None or r.removed > version)}
 
+    def writers_at(self, version: int) -> set[str]:
+        """The op(s) a commit is attributed to: writers of its new rows, or
+        the op id the engine put in commitInfo."""
+        out = {w for w, per_version in self.writer_rows.items() if version in per_version}
+        if version in self.commit_ops:
+            out.add(self.commit_ops[version])
+        return out
+
+    def life_of(self, row_id: Any) -> RowLife | None:
+        for life in reversed(self.lives):
+            if life.id == row_id:
+                return life
+        return None
+
     def version_of(self, op_id: str) -> int | None:
         """The version at which an op's rows first appeared (its commit)."""
         vs = self.writer_versions.get(op_id)
@@ -121,10 +135,12 @@ def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
         info = commit.commit_info or {}
         if op_id_key in info:
             commit_ops[version] = str(info[op_id_key])
+        # Rows a copy-on-write rewrite carries over (same id, same writer, in
+        # a file removed by this commit) keep their life: not a new addition.
+        leaving: dict[tuple[Any, Any], list[RowLife]] = defaultdict(list)
         for rm in removes:
             for life in alive.pop(rm["path"], []):
-                life.removed = version
-                fp = fp.add(life.id, -1)
+                leaving[(life.id, life.writer)].append(life)
         for add in adds:
             try:
                 rows = log.file_rows(add["path"])
@@ -135,6 +151,10 @@ def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
             writers = rows.column("writer").to_pylist() if "writer" in rows.column_names else [None] * len(ids)
             file_lives = []
             for rid, w in zip(ids, writers):
+                carried = leaving.get((rid, w))
+                if carried:
+                    file_lives.append(carried.pop())
+                    continue
                 life = RowLife(rid, w, version)
                 file_lives.append(life)
                 lives.append(life)
@@ -142,6 +162,10 @@ def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
                 if w is not None:
                     writer_rows[w][version].append(rid)
             alive.setdefault(add["path"], []).extend(file_lives)
+        for gone in leaving.values():
+            for life in gone:
+                life.removed = version
+                fp = fp.add(life.id, -1)
         fingerprints[version] = fp
         by_fp[fp].append(version)
     return TableFacts(
@@ -157,13 +181,20 @@ def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
 
 
 def expected_ids(op: Op) -> list[Any]:
-    """Row ids an append op meant to write (from its invocation)."""
+    """Row ids a write op meant to write (from its invocation)."""
     v = op.invoke.value
     return list(v.get("ids", [])) if isinstance(v, dict) else []
 
 
+# Ops that only insert: their rows must stay in the table. Other writes
+# (UPDATE, MERGE, ...) install row versions that later writes may replace.
+INSERT_ONLY = frozenset({"append"})
+
+
 def writes(history: History) -> list[Op]:
-    return [op for op in history.client_ops() if op.f == "append"]
+    """Client ops that write rows: their invocation names the new row ids."""
+    return [op for op in history.client_ops()
+            if op.f != "read" and isinstance(op.invoke.value, dict) and "ids" in op.invoke.value]
 
 
 def reads(history: History) -> list[Op]:

@@ -181,31 +181,38 @@ class Runner:
     # -- the run -----------------------------------------------------------
 
     def _setup_table(self) -> None:
-        """Create the table through the engine under test, recorded as process 'setup'."""
+        """Create the table through the engine under test, then run the
+        workload's setup ops (e.g. an initial load), recorded as process 'setup'."""
         node = self.nodes[0]
         worker = self._spawn("setup", node)
         try:
-            rec = self.history.record
             # The engine and its default isolation level ride in the history:
             # checkers judge commits by the level the table carried, and need
             # the default when it carried none (spec C13).
             value = {**self.table.to_json(), "engine": self.engine.name,
                      "default_isolation": self.engine.capabilities.default_isolation}
-            op = {"f": "create-table", "id": "setup.1", "value": value}
-            rec(process="setup", type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node=node.name)
-            try:
-                # Setup is not under test: it gets a generous timeout even
-                # when ops get a tiny one.
-                reply = worker.call(op, max(self.spec.op_timeout, SETUP_TIMEOUT))
-            except (OpTimeout, WorkerDied) as e:
-                raise HarnessError(f"creating the table failed: {e}") from None
-            err = OpError.from_json(reply["error"]) if reply.get("error") else None
-            rec(process="setup", type=reply["type"], f=op["f"], id=op["id"], version=reply.get("version"),
-                node=node.name, error=err)
-            if reply["type"] != OK:
-                raise HarnessError(f"creating the table failed: {err.raw if err else reply}")
+            gen = SlotGenerator(self.spec.seed, "setup")
+            ops = [OpSpec("create-table", gen.next_id(), value), *self.workload.setup_ops(gen)]
+            for op in ops:
+                self._setup_op(worker, node, op)
         finally:
             worker.stop()
+
+    def _setup_op(self, worker: Worker, node: Node, op: OpSpec) -> None:
+        rec = self.history.record
+        rec(process="setup", type=INVOKE, f=op.f, id=op.id, value=op.value, node=node.name)
+        try:
+            # Setup is not under test: it gets a generous timeout even when
+            # ops get a tiny one.
+            reply = worker.call(op.to_json(), max(self.spec.op_timeout, SETUP_TIMEOUT))
+        except (OpTimeout, WorkerDied) as e:
+            raise HarnessError(f"setup op {op.f} failed: {e}") from None
+        err = OpError.from_json(reply["error"]) if reply.get("error") else None
+        rec(process="setup", type=reply["type"], f=op.f, id=op.id, value=reply.get("value"),
+            version=reply.get("version"), node=node.name, error=err)
+        if reply["type"] != OK:
+            what = "creating the table" if op.f == "create-table" else f"setup op {op.f}"
+            raise HarnessError(f"{what} failed: {err.raw if err else reply}")
 
     def _write_spec(self) -> None:
         assert self.storage is not None

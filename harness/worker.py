@@ -23,7 +23,7 @@ def run_op(client: Any, workload: Any, table: Any, op: dict[str, Any]) -> dict[s
     """Run one op; `engine_ns` is the time spent in the engine, so the
     controller can tell its own overhead apart (bench-overhead)."""
     t0 = time.perf_counter_ns()
-    if op["f"] not in client.capabilities.ops:
+    if (op["f"] if op["f"] == "create-table" else workload.primitive(op["f"])) not in client.capabilities.ops:
         # Reported, never skipped silently and never counted as passed.
         return {"type": "fail", "engine_ns": 0, "error": {
             "class": "unsupported", "raw": f"{client.name} cannot run {op['f']!r}"}}

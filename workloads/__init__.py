@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.procs import HarnessError
 from workloads.base import Workload
 
-WORKLOAD_NAMES = ("append",)
+WORKLOAD_NAMES = ("append", "register")
 
 
 def make_workload(name: str, seed: int, isolation: str | None = None) -> Workload:
@@ -13,4 +13,8 @@ def make_workload(name: str, seed: int, isolation: str | None = None) -> Workloa
         from workloads.append import AppendWorkload
 
         return AppendWorkload(seed, isolation)
+    if name == "register":
+        from workloads.register import RegisterWorkload
+
+        return RegisterWorkload(seed, isolation)
     raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")

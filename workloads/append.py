@@ -27,6 +27,7 @@ def row_id(slot: int, seq: int, j: int) -> int:
 class AppendWorkload(Workload):
     name = "append"
     checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability")
+    primitives = {"append": "append", "read": "read"}
 
     def table(self) -> TableSpec:
         return TableSpec(

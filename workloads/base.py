@@ -46,6 +46,9 @@ class Workload(ABC):
     name: str
     # Names of the checkers (see checkers/__init__.py) that apply.
     checkers: tuple[str, ...]
+    # The engine primitive each op needs (see EngineClient): an engine whose
+    # capabilities lack it reports the op unsupported.
+    primitives: dict[str, str] = {}
 
     def __init__(self, seed: int, isolation: str | None = None):
         self.seed = seed
@@ -59,6 +62,14 @@ class Workload(ABC):
 
     def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
         return []
+
+    def setup_ops(self, gen: SlotGenerator) -> list[OpSpec]:
+        """Ops the harness runs (as process "setup") after creating the table,
+        e.g. loading initial rows."""
+        return []
+
+    def primitive(self, f: str) -> str:
+        return self.primitives.get(f, f)
 
     @abstractmethod
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult: ...

@@ -126,6 +126,12 @@ class EngineClient(ABC):
     def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
         """Blind append of `rows` (tuples in column order), spec C9."""
 
+    def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
+        """UPDATE ... SET col = <SQL expression> WHERE <SQL predicate>; the
+        expressions see the row's old values (so `prev_writer = writer` records
+        which version the update replaced). value: rows updated, if known."""
+        raise NotImplementedError(f"{self.name} has no update")
+
     @abstractmethod
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         """Read the whole table (one snapshot, spec C12); value: list of row tuples."""

@@ -9,7 +9,7 @@ from harness.engines.errors import Classified, classify_deltars
 from harness.storage import Storage
 
 DELTARS_CAPABILITIES = Capabilities(
-    ops=frozenset({"create-table", "append", "read"}),
+    ops=frozenset({"create-table", "append", "read", "update"}),
     read_version_known=True,
     commit_version_known=True,
     row_level_concurrency=False,
@@ -85,6 +85,14 @@ class DeltaRsClient(EngineClient):
         write_deltalake(dt, data, mode="append", commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
         # The table object now sits at the snapshot its own commit produced.
         return OpResult(version=dt.version())
+
+    def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
+        from deltalake import CommitProperties
+
+        dt = self._table()
+        metrics = dt.update(predicate=where, updates=assignments,
+                            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
+        return OpResult(value={"updated": (metrics or {}).get("num_updated_rows")}, version=dt.version())
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         from deltalake import QueryBuilder

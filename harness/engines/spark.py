@@ -95,6 +95,14 @@ class SparkConnectClient(EngineClient):
             df.write.format("delta").mode("append").save(self.config.table_uri)
         return OpResult()
 
+    def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
+        self._register()
+        sets = ", ".join(f"{col} = {expr}" for col, expr in assignments.items())
+        rows = self._sql(f"UPDATE {TABLE_NAME} SET {sets} WHERE {where}")
+        # Spark returns the number of affected rows where the backend says it.
+        count = rows[0][0] if rows and len(rows[0]) else None
+        return OpResult(value={"updated": count})
+
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         if via == "sql":
             self._register()
