@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkers import atomicity, duplicates, durability, log_sanity, read_validity, serializability
+from checkers import atomicity, bank, duplicates, durability, log_sanity, read_validity, serializability
 from checkers.base import CheckerFn
 
 CHECKERS: dict[str, CheckerFn] = {
@@ -12,4 +12,5 @@ CHECKERS: dict[str, CheckerFn] = {
     duplicates.NAME: duplicates.check,
     read_validity.NAME: read_validity.check,
     serializability.NAME: serializability.check,
+    bank.NAME: bank.check,
 }

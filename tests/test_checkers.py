@@ -10,6 +10,7 @@ import pytest
 from checkers import CHECKERS, atomicity, duplicates, durability, log_sanity, read_validity
 from checkers.base import CheckResult, Verdict
 from checkers.model import table_facts
+from workloads.append import AppendWorkload
 from harness.deltalog import Commit, TransactionLog, read_log
 from harness.history import FAIL, INFO, OK, History, load_history, parse_lines
 from tests.synth import SynthRun, create_actions
@@ -49,12 +50,18 @@ def simple_valid_run() -> SynthRun:
 
 
 def test_registry_has_every_checker():
-    assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability"}
+    assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
+                             "bank"}
+
+
+# The checkers an append-style run gets (the bank invariant, say, needs a bank).
+APPEND_CHECKERS = AppendWorkload.checkers
 
 
 def test_valid_run_is_valid_for_every_checker():
     history, log = simple_valid_run().build()
-    for name, check in CHECKERS.items():
+    for name in APPEND_CHECKERS:
+        check = CHECKERS[name]
         res = check(history, log)
         assert res.checker == name
         assert_valid(res)
@@ -582,7 +589,7 @@ def test_read_validity_empty_log_unknown():
     history, log = run.build()
     assert read_validity.check(history, log).verdict is Verdict.UNKNOWN
 
-
+@pytest.mark.parametrize("name", sorted(APPEND_CHECKERS))
 @pytest.mark.parametrize("name", sorted(CHECKERS))
 def test_checkers_ignore_harness_processes(name):
     run = simple_valid_run()

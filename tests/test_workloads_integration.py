@@ -37,3 +37,15 @@ def test_register_serializable_level_is_read_from_the_log(results_dir: Path) -> 
     ser = next(c for c in load_results(only_run_dir(results_dir))["checkers"] if c["checker"] == "serializability")
     assert ser["stats"]["levels"] == ["Serializable"]
     assert "assumed_isolation_level" not in ser["stats"]
+
+
+@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3")])
+def test_bank_conserves_the_total(engine: str, storage: str, results_dir: Path) -> None:
+    res = run_cli("run", "--workload", "bank", "--engine", engine, "--storage", storage, "--concurrency", "4",
+                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = load_results(only_run_dir(results_dir))
+    assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
+    b = next(c for c in doc["checkers"] if c["checker"] == "bank")
+    assert b["stats"]["expected_total"] == 800 and b["stats"]["reads_checked"] > 0
+    assert doc["history"]["by_f"].get("transfer", 0) > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.procs import HarnessError
 from workloads.base import Workload
 
-WORKLOAD_NAMES = ("append", "register")
+WORKLOAD_NAMES = ("append", "register", "bank")
 
 
 def make_workload(name: str, seed: int, isolation: str | None = None) -> Workload:
@@ -17,4 +17,8 @@ def make_workload(name: str, seed: int, isolation: str | None = None) -> Workloa
         from workloads.register import RegisterWorkload
 
         return RegisterWorkload(seed, isolation)
+    if name == "bank":
+        from workloads.bank import BankWorkload
+
+        return BankWorkload(seed, isolation)
     raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")
