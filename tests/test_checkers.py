@@ -589,8 +589,8 @@ def test_read_validity_empty_log_unknown():
     history, log = run.build()
     assert read_validity.check(history, log).verdict is Verdict.UNKNOWN
 
+
 @pytest.mark.parametrize("name", sorted(APPEND_CHECKERS))
-@pytest.mark.parametrize("name", sorted(CHECKERS))
 def test_checkers_ignore_harness_processes(name):
     run = simple_valid_run()
     run.invoke("setup.1", "create-table", {"columns": []}, time=0, process="setup")
