@@ -119,7 +119,18 @@ def table_facts(log: TransactionLog) -> TableFacts:
     return cached
 
 
-def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
+def commit_op_id(info: dict[str, Any] | None) -> str | None:
+    """The op a commit belongs to, where the engine wrote it into commitInfo:
+    delta-rs custom metadata ``dj.op``, or Spark's ``userMetadata``."""
+    if not info:
+        return None
+    for key in ("dj.op", "userMetadata"):
+        if info.get(key) is not None:
+            return str(info[key])
+    return None
+
+
+def _replay(log: TransactionLog) -> TableFacts:
     """Replay the log once: row lifetimes, per-op versions, per-version fingerprints."""
     lives: list[RowLife] = []
     alive: dict[str, list[RowLife]] = {}  # data file path -> lives of its rows
@@ -132,9 +143,9 @@ def _replay(log: TransactionLog, op_id_key: str = "dj.op") -> TableFacts:
     versions: list[int] = []
     for version, commit, adds, removes in log.replay():
         versions.append(version)
-        info = commit.commit_info or {}
-        if op_id_key in info:
-            commit_ops[version] = str(info[op_id_key])
+        op_id = commit_op_id(commit.commit_info)
+        if op_id is not None:
+            commit_ops[version] = op_id
         # Rows a copy-on-write rewrite carries over (same id, same writer, in
         # a file removed by this commit) keep their life: not a new addition.
         leaving: dict[tuple[Any, Any], list[RowLife]] = defaultdict(list)

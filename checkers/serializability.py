@@ -20,22 +20,25 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.model import commit_op_id
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, LEVELS, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.deltalog import TransactionLog
 from harness.history import FAIL, History, Op
 
 NAME = "serializability"
-OP_ID_KEY = "dj.op"
+
+
+def _table_facts(history: History) -> dict[str, Any]:
+    for op in history.ops():
+        if op.f == "create-table" and isinstance(op.invoke.value, dict):
+            return op.invoke.value
+    return {}
 
 
 def default_isolation(history: History) -> str:
-    for op in history.ops():
-        if op.f == "create-table" and isinstance(op.invoke.value, dict):
-            level = op.invoke.value.get("default_isolation")
-            if level in LEVELS:
-                return level
-    return WRITE_SERIALIZABLE  # Databricks' documented default (spec C13)
+    level = _table_facts(history).get("default_isolation")
+    return level if level in LEVELS else WRITE_SERIALIZABLE  # Databricks' documented default (spec C13)
 
 
 def _column(table: Any, name: str) -> list[Any] | None:
@@ -47,8 +50,14 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     ops: dict[str, Op] = {op.id: op for op in history.ops()}
     failed = {op.id for op in ops.values() if op.type == FAIL}
     default = default_isolation(history)
+    # Which column identifies a row and which one predicates read, as the
+    # workload declared them when it created the table.
+    declared = _table_facts(history)
+    key_col = declared.get("row_key")
+    attr_col = declared.get("predicate_column")
     level_assumed = False
     alive: dict[str, list[tuple[Any, str, Any]]] = {}  # path -> row versions (key, writer, prev)
+    attrs: dict[Any, Any] = {}  # row key -> predicate attribute, where it differs
     live_versions: dict[tuple[Any, str], int] = defaultdict(int)  # (key, writer) -> copies alive
     txns: list[Txn] = []
     unknown: dict[str, str] = {}
@@ -61,7 +70,9 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         added: list[tuple[Any, str, Any]] = []
         for add in adds:
             rows = log.file_rows(add["path"])
-            keys = _column(rows, "k") or _column(rows, "id") or []
+            keys = (_column(rows, key_col) if key_col else None) or _column(rows, "k") or _column(rows, "id") or []
+            if attr_col and attr_col != key_col and attr_col in rows.column_names:
+                attrs.update(zip(keys, rows.column(attr_col).to_pylist()))
             writers = _column(rows, "writer") or [None] * len(keys)
             prevs = _column(rows, "prev_writer") or [None] * len(keys)
             versions = list(zip(keys, writers, prevs))
@@ -78,7 +89,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             live_versions[(key, w)] += 1
         info = commit.commit_info or {}
         new_writers = {w for _, w, _ in new}
-        op_id = info.get(OP_ID_KEY)
+        op_id = commit_op_id(info)
         if op_id is None and len(new_writers) == 1:
             op_id = next(iter(new_writers))
         if op_id is None:
@@ -91,7 +102,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         else:
             tid = str(op_id)
         new_keys = {k for k, _, _ in new}
-        writes = tuple(Write(k, p if p is not None else None) for k, _, p in new)
+        writes = tuple(Write(k, p, attrs.get(k)) for k, _, p in new)
         deletes = tuple(RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys)
         op = ops.get(tid)
         reads, preds = _declared_reads(op)

@@ -177,7 +177,7 @@ class _Graph:
                 continue
             for w in self.txns[j].writes:
                 if w.prev is None and w.key not in seen:
-                    p = _matching(t.predicates, w.key)
+                    p = _matching(t.predicates, w.key if w.attr is None else w.attr)
                     if p is not None:
                         yield j, PRW, (p, w.key)
                         break

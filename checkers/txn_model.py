@@ -35,10 +35,13 @@ class RowRef:
 @dataclass(frozen=True, slots=True)
 class Write:
     """A new row version of `key`; `prev` is the writer of the version it
-    replaced (None: an insert of a key with no live version)."""
+    replaced (None: an insert of a key with no live version). `attr` is the
+    value predicates are evaluated on, where it is not the key itself (e.g.
+    rows identified by id, deleted by a range of k)."""
 
     key: Key
     prev: str | None = None
+    attr: Key | None = None
 
 
 @dataclass(frozen=True, slots=True)

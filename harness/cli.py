@@ -75,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
     bc.add_argument("--isolation", default="WriteSerializable", help="Serializable or WriteSerializable")
     bc.add_argument("--seed", type=int, default=1)
+    bk = sub.add_parser("bench-check", help="full `check` of a stored simulated run (default 100k commits), timed")
+    bk.add_argument("--commits", default="100000", help="log commits per run, comma-separated (default 100000)")
+    bk.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
+    bk.add_argument("--seed", type=int, default=1)
+    bk.add_argument("--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, "
+                    "removed)")
+    bk.add_argument("--profile", default=None, help="write cProfile stats of each check to PREFIX.<commits>")
     sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
     return p
 
@@ -178,13 +185,25 @@ def cmd_bench_checker(args: argparse.Namespace) -> int:
     return bench_checker(sizes, args.concurrency, args.isolation, args.seed)
 
 
+def cmd_bench_check(args: argparse.Namespace) -> int:
+    from harness.bench_check import bench_check
+
+    try:
+        sizes = [int(x) for x in args.commits.split(",") if x.strip()]
+    except ValueError:
+        raise HarnessError(f"--commits must be comma-separated integers, got {args.commits!r}") from None
+    if not sizes or min(sizes) < 2:
+        raise HarnessError("--commits must be integers >= 2")
+    return bench_check(sizes, args.concurrency, args.seed, args.dir, args.profile)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
     args = build_parser().parse_args(argv)
     handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
-                "bench-checker": cmd_bench_checker}
+                "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check}
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:

@@ -190,7 +190,8 @@ class Runner:
             # checkers judge commits by the level the table carried, and need
             # the default when it carried none (spec C13).
             value = {**self.table.to_json(), "engine": self.engine.name,
-                     "default_isolation": self.engine.capabilities.default_isolation}
+                     "default_isolation": self.engine.capabilities.default_isolation,
+                     "row_key": self.workload.row_key, "predicate_column": self.workload.predicate_column}
             gen = SlotGenerator(self.spec.seed, "setup")
             ops = [OpSpec("create-table", gen.next_id(), value), *self.workload.setup_ops(gen)]
             for op in ops:

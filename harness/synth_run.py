@@ -47,8 +47,7 @@ import random
 import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -227,14 +226,17 @@ def write_run(
     inject: str | None = None,
     rows_per_file: int = 4,
     checkpoint_interval: int = 100,
-    workers: int | None = None,
+    commits: int | None = None,
     keep_history: bool = False,
 ) -> SynthInfo:
     """Simulate `n_txns` transactions (committed + failed) and write the run
     folder `run_dir` (created; must not exist or be empty). `inject` splices
     one anomaly of that kind (see harness.simulate.INJECTABLE) into the
-    history. `checkpoint_interval` 0 writes no checkpoints. `workers`
-    processes write the data files (default: the CPU count)."""
+    history. `checkpoint_interval` 0 writes no checkpoints. With `commits`,
+    the run stops once the log holds that many commits (versions 0 ..
+    commits-1, the two setup commits included; an isolation change adds one
+    more each): transactions still in flight then are left out of the
+    history, and `n_txns` only sets the key space."""
     if isolation not in LEVELS:
         raise ValueError(f"unknown isolation level {isolation!r}; one of {LEVELS}")
     if rows_per_file < 1:
@@ -248,6 +250,10 @@ def write_run(
 
     # -- simulate ----------------------------------------------------------------
     cfg = _sim_config(n_txns, concurrency, n_keys, isolation, seed)
+    if commits is not None:
+        if commits < 2:
+            raise ValueError("commits must be >= 2 (the table's creation and the initial rows)")
+        cfg = replace(cfg, n_txns=10 * commits + 1000)  # never reached: stops at the commit count
     sim = _RecordingSim(cfg.n_keys, isolation=cfg.isolation, ws_append_caveat=cfg.ws_append_caveat,
                         rng=random.Random(cfg.seed), id_prefix=cfg.id_prefix, initial_fill=cfg.initial_fill)
     import gc
@@ -255,7 +261,15 @@ def write_run(
     gc_was = gc.isenabled()
     gc.disable()  # see harness.simulate.run
     try:
-        txns = list(iter_simulation(cfg, sim))
+        if commits is None:
+            txns = list(iter_simulation(cfg, sim))
+        else:
+            txns = []
+            if commits > 2:
+                for t in iter_simulation(cfg, sim):
+                    txns.append(t)
+                    if len(txns) == commits - 2:
+                        break
     finally:
         if gc_was:
             gc.enable()
@@ -298,7 +312,6 @@ def write_run(
         "schemaString": SCHEMA_STRING, "partitionColumns": [],
         "configuration": {"delta.isolationLevel": level0}, "createdTime": int(WALL0 * 1000),
     }
-    n_workers = workers if workers is not None else (os.cpu_count() or 1)
     pending_files: list[tuple[str, list]] = []  # (abs path, rows) not yet written
     commits: list[list[dict]] = []  # actions per version, adds' sizes filled in later
     size_slots: list[tuple[dict, int]] = []  # (add or remove action, index into sizes)
@@ -433,17 +446,8 @@ def write_run(
         table_version[t.version] = v
         version_of[t.id] = v
 
-    # -- data files (in parallel) and sizes ---------------------------------------
-    if n_workers > 1 and len(pending_files) > 200:
-        step = max(64, len(pending_files) // (n_workers * 8))
-        batches = [pending_files[i:i + step] for i in range(0, len(pending_files), step)]
-        import multiprocessing
-
-        # spawn, not fork: forking a process that has started Arrow's thread pools is unsafe.
-        with ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            sizes = [s for part in pool.map(_write_files, batches) for s in part]
-    else:
-        sizes = _write_files(pending_files)
+    # -- data files and sizes -------------------------------------------------------
+    sizes = _write_files(pending_files)
     for action, slot in size_slots:
         action["size"] = sizes[slot]
     for actions in commits:
@@ -502,14 +506,15 @@ def write_run(
     from harness.spec import package_versions
 
     repro = shlex.join([
-        "python", "-m", "harness.synth_run", str(run_dir), "--txns", str(n_txns), "--concurrency",
+        "python", "-m", "harness.synth_run", str(run_dir), "--txns", str(n_txns),
+        *(["--commits", str(commits)] if commits is not None else []), "--concurrency",
         str(concurrency), *(["--keys", str(n_keys)] if n_keys else []), "--isolation", isolation,
         "--seed", str(seed), *(["--inject", inject] if inject else []), "--rows-per-file", str(rows_per_file),
         "--checkpoint-interval", str(checkpoint_interval),
     ])
     spec = {
         "spec": {"workload": "simulated", "engine": "simulator", "storage": "local", "nodes": 1,
-                 "concurrency": concurrency, "seed": seed, "isolation": isolation, "n_txns": n_txns,
+                 "concurrency": concurrency, "seed": seed, "isolation": isolation, "n_txns": n_txns, "commits": commits,
                  "n_keys": cfg.n_keys, "inject": inject, "rows_per_file": rows_per_file,
                  "checkpoint_interval": checkpoint_interval},
         "repro": repro,
@@ -530,7 +535,7 @@ def write_run(
         "counts": {"ok": len(h.txns) + 2 + alters, "fail": n_failed, "info": 0},
         "fatal": None,
         "synthetic": {
-            "attempted": st.attempted, "committed": len(h.txns), "failed": n_failed, "versions": len(commits),
+            "attempted": len(h.txns) + n_failed, "committed": len(h.txns), "failed": n_failed, "versions": len(commits),
             "alter_commits": alters, "data_files": len(pending_files), "rows_written": rows_written,
             "checkpoints": len(ckpt_at), "conflicts": dict(st.conflicts), "fallbacks": st.fallbacks,
             "injected": {"kind": injection.kind, "ids": injection.ids, "failed": injection.failed,
@@ -599,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir")
     p.add_argument("--txns", type=int, default=1000, help="transactions attempted (default 1000)")
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--commits", type=int, default=None,
+                   help="stop once the log holds this many commits (--txns then only sets the key space)")
     p.add_argument("--keys", type=int, default=None, help="key space (default max(64, txns // 10))")
     p.add_argument("--isolation", default=WRITE_SERIALIZABLE, choices=LEVELS)
     p.add_argument("--seed", type=int, default=1)
@@ -609,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     info = write_run(a.run_dir, a.txns, concurrency=a.concurrency, n_keys=a.keys, isolation=a.isolation,
                      seed=a.seed, inject=a.inject, rows_per_file=a.rows_per_file,
-                     checkpoint_interval=a.checkpoint_interval)
+                     checkpoint_interval=a.checkpoint_interval, commits=a.commits)
     print(f"{info.run_dir}: {info.committed} committed, {info.failed} failed, {info.versions} versions, "
           f"{info.data_files} data files, {info.checkpoints} checkpoints in {time.perf_counter() - t0:.1f} s")
     return 0

@@ -10,7 +10,7 @@ from tests.conftest import run_cli
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["run", "--workload", "nope"], "valid: append, register, bank"),
+        (["run", "--workload", "nope"], "valid: append, register, bank, delete-insert"),
         (["run", "--engine", "nope"], "valid: sail, delta-rs"),
         (["run", "--nemesis", "nope"], "valid: none"),
         (["run", "--storage", "nope"], "valid: s3, local, external-s3"),
@@ -39,5 +39,5 @@ def test_check_of_a_folder_that_is_no_run(tmp_path) -> None:
 def test_list_names_everything() -> None:
     res = run_cli("list", timeout=60)
     assert res.returncode == 0
-    assert "workloads: append, register, bank" in res.stdout
+    assert "workloads: append, register, bank, delete-insert" in res.stdout
     assert "checkers: log-sanity, durability, atomicity, duplicates, read-validity, serializability, bank" in res.stdout

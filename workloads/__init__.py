@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.procs import HarnessError
 from workloads.base import Workload
 
-WORKLOAD_NAMES = ("append", "register", "bank")
+WORKLOAD_NAMES = ("append", "register", "bank", "delete-insert")
 
 
 def make_workload(name: str, seed: int, isolation: str | None = None) -> Workload:
@@ -21,4 +21,8 @@ def make_workload(name: str, seed: int, isolation: str | None = None) -> Workloa
         from workloads.bank import BankWorkload
 
         return BankWorkload(seed, isolation)
+    if name == "delete-insert":
+        from workloads.delete_insert import DeleteInsertWorkload
+
+        return DeleteInsertWorkload(seed, isolation)
     raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")

@@ -49,6 +49,10 @@ class Workload(ABC):
     # The engine primitive each op needs (see EngineClient): an engine whose
     # capabilities lack it reports the op unsupported.
     primitives: dict[str, str] = {}
+    # The column that identifies a row across its versions, and the column
+    # predicates (e.g. a DELETE's range) are evaluated on.
+    row_key: str = "k"
+    predicate_column: str = "k"
 
     def __init__(self, seed: int, isolation: str | None = None):
         self.seed = seed

@@ -132,6 +132,10 @@ class EngineClient(ABC):
         which version the update replaced). value: rows updated, if known."""
         raise NotImplementedError(f"{self.name} has no update")
 
+    def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
+        """DELETE FROM t WHERE <SQL predicate>. value: rows deleted, if known."""
+        raise NotImplementedError(f"{self.name} has no delete")
+
     @abstractmethod
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         """Read the whole table (one snapshot, spec C12); value: list of row tuples."""

@@ -9,7 +9,7 @@ from harness.engines.errors import Classified, classify_deltars
 from harness.storage import Storage
 
 DELTARS_CAPABILITIES = Capabilities(
-    ops=frozenset({"create-table", "append", "read", "update"}),
+    ops=frozenset({"create-table", "append", "read", "update", "delete"}),
     read_version_known=True,
     commit_version_known=True,
     row_level_concurrency=False,
@@ -93,6 +93,13 @@ class DeltaRsClient(EngineClient):
         metrics = dt.update(predicate=where, updates=assignments,
                             commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
         return OpResult(value={"updated": (metrics or {}).get("num_updated_rows")}, version=dt.version())
+
+    def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
+        from deltalake import CommitProperties
+
+        dt = self._table()
+        metrics = dt.delete(predicate=where, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
+        return OpResult(value={"deleted": (metrics or {}).get("num_deleted_rows")}, version=dt.version())
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         from deltalake import QueryBuilder

@@ -10,7 +10,7 @@ from harness.procs import HarnessError, ManagedProcess, venv_bin
 from harness.storage import Storage
 
 SAIL_CAPABILITIES = Capabilities(
-    ops=frozenset({"create-table", "append", "read", "update"}),
+    ops=frozenset({"create-table", "append", "read", "update", "delete"}),
     read_version_known=False,
     commit_version_known=False,
     row_level_concurrency=False,

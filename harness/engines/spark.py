@@ -92,7 +92,8 @@ class SparkConnectClient(EngineClient):
         else:
             schema = ", ".join(f"{c.name} {c.type}" for c in table.columns)
             df = self.spark.createDataFrame(rows, schema)
-            df.write.format("delta").mode("append").save(self.config.table_uri)
+            # userMetadata lands in commitInfo: the log then names the op.
+            df.write.format("delta").mode("append").option("userMetadata", op_id).save(self.config.table_uri)
         return OpResult()
 
     def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
@@ -102,6 +103,12 @@ class SparkConnectClient(EngineClient):
         # Spark returns the number of affected rows where the backend says it.
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"updated": count})
+
+    def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
+        self._register()
+        rows = self._sql(f"DELETE FROM {TABLE_NAME} WHERE {where}")
+        count = rows[0][0] if rows and len(rows[0]) else None
+        return OpResult(value={"deleted": count})
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         if via == "sql":
