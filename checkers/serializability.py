@@ -20,7 +20,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import commit_op_id
+from checkers.model import column_values, commit_op_id
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, LEVELS, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.deltalog import TransactionLog
@@ -42,7 +42,7 @@ def default_isolation(history: History) -> str:
 
 
 def _column(table: Any, name: str) -> list[Any] | None:
-    return table.column(name).to_pylist() if name in table.column_names else None
+    return column_values(table, name)
 
 
 def extract(history: History, log: TransactionLog) -> TxnHistory:

@@ -94,7 +94,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
 
     t0 = time.monotonic()
     history = load_history(hist_path)
-    log = read_log(str(run_dir / "table"))
+    # The checkers replay every data file in log order: decoding can start
+    # while the log is still being parsed.
+    log = read_log(str(run_dir / "table"), prefetch_data=True)
     results = []
     for name in names:
         try:

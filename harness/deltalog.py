@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,9 +57,9 @@ _CHECKPOINT_ACTIONS = (
 # Threads for S3 reads: each GET is latency-bound, so many in flight pay off.
 _S3_WORKERS = 32
 # Read-ahead of remote data files for file_rows: at most this many files /
-# bytes (by the adds' sizes) in flight or waiting. Local files are read when
-# asked for: reader threads contending for the GIL with the decoding thread
-# cost more than the (page-cached) reads they would overlap.
+# bytes (by the adds' sizes) in flight or waiting. (Local files are not read
+# by threads: reader threads contending for the GIL with the decoding thread
+# cost more than they overlap; see "Many local files" below.)
 _READAHEAD_FILES = 64
 _READAHEAD_BYTES = 64 << 20
 
@@ -106,7 +107,27 @@ class Commit:
     actions: list[dict] = field(default_factory=list)
 
     def _inner(self, kind: str) -> list[dict]:
-        return [a[kind] for a in self.actions if kind in a]
+        # Every property below reads this, several times per commit and
+        # checker (a million calls at 100k commits): the actions are grouped
+        # by kind once. A Commit's actions are not changed once read; the
+        # cache also notices a different or resized list. Each call gets its
+        # own list, as before.
+        actions = self.actions
+        cache = self.__dict__.get("_by_kind")
+        if cache is None or cache[0] is not actions or cache[1] != len(actions):
+            by_kind: dict[str, list[dict]] = {}
+            for a in actions:
+                if type(a) is not dict:  # not a valid action: the plain way, uncached
+                    return [x[kind] for x in actions if kind in x]
+                for k, v in a.items():
+                    if k in by_kind:
+                        by_kind[k].append(v)
+                    else:
+                        by_kind[k] = [v]
+            cache = (actions, len(actions), by_kind)
+            self.__dict__["_by_kind"] = cache
+        found = cache[2].get(kind)
+        return list(found) if found else []
 
     @property
     def commit_info(self) -> dict | None:
@@ -627,6 +648,410 @@ def _open_store(location: str, storage_options: dict | None) -> tuple[_Store, st
 
 
 # --------------------------------------------------------------------------
+# Many local files: read (and decode) in worker processes.
+#
+# A long run's table is 100k+ small files: JSON commits and parquet data
+# files. Per file, this thread would wait for the disk (page-cache misses are
+# the norm on small VMs) and decode a parquet footer; reader *threads* do not
+# help, because every read or decode has to win back the GIL from the thread
+# that parses. Reader processes (``python -m harness.deltalog``, niced) work
+# on batches of files in log order, a bounded window ahead of this thread:
+# JSON commits come back parsed and validated (parse_commit_bytes,
+# _check_actions: the same code), data files as Arrow IPC (one payload per
+# batch, sliced back into files here), commits first. Whatever a worker
+# cannot do (a missing, unreadable, unparseable or invalid file, a URI path,
+# a dead worker) comes back as None, and this thread then does it itself
+# the ordinary way, so results and problems are exactly those of the
+# sequential path.
+
+_PARALLEL_MIN_FILES = 4096  # fewer files than this: the sequential path
+_PARALLEL_BATCH = 256  # files per task
+# Tasks in flight or done but not yet consumed, for JSON commits, for data
+# files decoded on demand, and after prefetch_data_files (the run-ahead that
+# lets workers and this thread overlap; tens of KB a task).
+_PARALLEL_WINDOW_COMMITS = 64
+_PARALLEL_WINDOW = 8
+_PARALLEL_WINDOW_PREFETCH = 256
+# Processes: reads wait on the disk as well as use the CPU, so one more
+# worker than cores keeps the cores busy (they run niced: see _WORKER_NICE).
+_PARALLEL_WORKERS = max(2, min(8, (os.cpu_count() or 1) + 1))
+
+
+class _WorkerTask:
+    __slots__ = ("done", "value", "abandoned")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.abandoned = False
+
+    def result(self) -> Any:
+        """The task's return value; None if the worker failed or died."""
+        self.done.wait()
+        return self.value
+
+    def cancel(self) -> None:
+        self.abandoned = True  # its reply is read and dropped
+        self.value = None
+
+
+_F_SETPIPE_SZ = 1031  # Linux fcntl
+_WORKER_NICE = 5
+# Worker-side priority: a JSON commit's bytes are waited for now, a data
+# file is decoded ahead of need.
+_PRIORITY = {"commits": 0, "parquet": 1}
+
+
+class _Worker:
+    """One reader process (``python -m harness.deltalog``): pickled
+    (task id, function name, root, items) requests in, pickled (task id,
+    reply) out, each frame length-prefixed. The process serves JSON reads
+    before data files; a thread here takes replies off the pipe as they
+    come, so the process never waits for this one to ask."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        pkg_root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        # No preexec_fn (unsafe in a process with threads): the worker sets
+        # its own parent-death signal and niceness.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.deltalog", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
+        )
+        try:  # a whole reply fits in the pipe: one read takes it
+            import fcntl
+
+            assert self.proc.stdout is not None
+            fcntl.fcntl(self.proc.stdout.fileno(), _F_SETPIPE_SZ, 1 << 20)
+        except (OSError, ImportError, AssertionError):
+            pass
+        self.lock = threading.Lock()
+        self.outstanding: dict[int, _WorkerTask] = {}
+        self.seq = 0
+        self.alive = True
+        threading.Thread(target=self._replies, name="deltalog-reader", daemon=True).start()
+
+    @property
+    def load(self) -> int:
+        return len(self.outstanding)
+
+    def submit(self, fn: str, root: str, items: list[Any]) -> _WorkerTask:
+        import pickle
+
+        task = _WorkerTask()
+        with self.lock:
+            if self.alive:
+                self.seq += 1
+                data = pickle.dumps((self.seq, fn, root, items), protocol=pickle.HIGHEST_PROTOCOL)
+                try:
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.write(len(data).to_bytes(8, "little") + data)
+                    self.proc.stdin.flush()
+                    self.outstanding[self.seq] = task
+                    return task
+                except (OSError, ValueError, AssertionError):
+                    self.alive = False
+        task.done.set()  # failed: the caller does it the ordinary way
+        return task
+
+    def _replies(self) -> None:
+        import pickle
+
+        out = self.proc.stdout
+        try:
+            while True:
+                assert out is not None
+                head = out.read(8)
+                if len(head) < 8:
+                    break
+                n = int.from_bytes(head, "little")
+                body = out.read(n)
+                if len(body) < n:
+                    break
+                tid, value = pickle.loads(body)
+                with self.lock:
+                    task = self.outstanding.pop(tid, None)
+                if task is not None:
+                    task.value = None if task.abandoned else value
+                    task.done.set()
+        except Exception:  # noqa: BLE001 - the pipe broke: the worker is gone
+            pass
+        with self.lock:  # every task still waiting fails; nothing new is accepted
+            self.alive = False
+            left, self.outstanding = list(self.outstanding.values()), {}
+        for task in left:
+            task.value = None
+            task.done.set()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.alive = False
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()  # EOF: it exits
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=2)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+            self.proc.wait()
+
+
+class _ReadPool:
+    """Reader processes, started on first use, stopped at exit. Not
+    multiprocessing: its spawned children re-run the parent's __main__
+    script, and a forked child of a process running Arrow threads is unsafe."""
+
+    def __init__(self, n: int) -> None:
+        self.workers = [_Worker() for _ in range(n)]
+
+    def submit(self, fn: str, root: str, items: list[Any]) -> _WorkerTask:
+        with _pool_lock:
+            live = [w for w in self.workers if w.alive]
+            if not live:
+                raise RuntimeError("no reader process left")
+            return min(live, key=lambda w: w.load).submit(fn, root, items)
+
+    def stop(self) -> None:
+        with _pool_lock:
+            for w in self.workers:
+                w.stop()
+
+
+_pool_lock = threading.RLock()
+_read_pool_instance: _ReadPool | None = None
+
+
+def _process_pool() -> _ReadPool:
+    global _read_pool_instance
+    with _pool_lock:
+        if _read_pool_instance is None:
+            import atexit
+
+            _read_pool_instance = _ReadPool(_PARALLEL_WORKERS)
+            atexit.register(_read_pool_instance.stop)
+        return _read_pool_instance
+
+
+def _discard_process_pool(pool: Any) -> None:
+    global _read_pool_instance
+    with _pool_lock:
+        if _read_pool_instance is pool:
+            _read_pool_instance = None
+    try:
+        pool.stop()
+    except Exception:  # noqa: BLE001 - a broken pool is being dropped anyway
+        pass
+
+
+def _worker_main(parent: int) -> None:
+    """A reader process: serve requests from stdin until it closes, JSON
+    reads before data files, oldest first within each."""
+    import pickle
+    import queue
+    import signal
+    import sys
+
+    try:  # the harness leaves no orphans, even when it is killed
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        return  # the parent died before that took effect
+    try:  # a helper: the thread that parses and checks goes first
+        os.nice(_WORKER_NICE)
+    except OSError:
+        pass
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    requests: queue.PriorityQueue = queue.PriorityQueue()
+    end = (-1, 0, None)  # stdin closed: nobody wants what is still queued
+
+    def drain() -> None:  # keep stdin empty, so the parent's writes never block
+        try:
+            while True:
+                head = inp.read(8)
+                if len(head) < 8:
+                    break
+                tid, fn, root, items = pickle.loads(inp.read(int.from_bytes(head, "little")))
+                requests.put((_PRIORITY.get(fn, 1), tid, (fn, root, items)))
+        except Exception:  # noqa: BLE001 - a broken request stream ends the worker
+            pass
+        requests.put(end)
+
+    threading.Thread(target=drain, daemon=True).start()
+    funcs = {"commits": _pool_read_commits, "parquet": _pool_read_parquet}
+    while True:
+        _, tid, req = requests.get()
+        if req is None:
+            return
+        try:
+            fn, root, items = req
+            data = pickle.dumps((tid, funcs[fn](root, items)), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # noqa: BLE001 - the parent does the batch itself
+            data = pickle.dumps((tid, None), protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(len(data).to_bytes(8, "little") + data)
+        out.flush()
+
+
+def _local_file(root: str, path: str) -> str | None:
+    """The local file an add path names (relative URI), or None for an
+    absolute URI, which the worker leaves to the ordinary path."""
+    return None if _SCHEME_RE.match(path) else os.path.join(root, unquote(path))
+
+
+class _Parsed:
+    """A commit a worker process read, parsed and validated (what
+    parse_commit_bytes and _check_actions give; only valid commits)."""
+
+    __slots__ = ("actions", "problems")
+
+    def __init__(self, actions: list[dict], problems: list[LogProblem]) -> None:
+        self.actions = actions
+        self.problems = problems
+
+    def __reduce__(self) -> tuple:
+        return (_Parsed, (self.actions, self.problems))
+
+
+def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed | None]:
+    out: list[_Parsed | None] = []
+    for version, rel in items:
+        try:
+            with open(os.path.join(root, rel), "rb") as fh:
+                actions = parse_commit_bytes(fh.read())
+            err, problems = _check_actions(version, actions)
+            out.append(None if err else _Parsed(actions, problems))
+        except Exception:  # noqa: BLE001 - the parent reads it again and reports
+            out.append(None)
+    return out
+
+
+def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int, int] | None], list[bytes]]:
+    """Decode data files; entry i is (payload, offset, rows) or None. Files
+    with the same schema (metadata included) share one IPC payload."""
+    entries: list[tuple[int, int, int] | None] = []
+    groups: list[list[pa.Table]] = []
+    offset = 0
+    for path in paths:
+        try:
+            name = _local_file(root, path)
+            if name is None:
+                raise ValueError("not a local path")
+            with open(name, "rb") as fh:
+                table = _read_parquet(fh.read())
+        except Exception:  # noqa: BLE001 - the parent retries it and reports
+            entries.append(None)
+            continue
+        n = table.num_rows
+        if groups and groups[-1][0].schema.equals(table.schema, check_metadata=True):
+            groups[-1].append(table)
+        else:
+            groups.append([table])
+            offset = 0
+        entries.append((len(groups) - 1, offset, n))
+        offset += n
+    payloads: list[bytes] = []
+    for gi, group in enumerate(groups):
+        try:
+            # One contiguous batch: per-file record batches would cost more
+            # to frame than the files cost to decode.
+            table = pa.concat_tables(group).combine_chunks() if len(group) > 1 else group[0]
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            payloads.append(sink.getvalue().to_pybytes())
+        except Exception:  # noqa: BLE001 - e.g. a type IPC cannot carry: the parent reads these
+            payloads.append(b"")
+            entries = [None if e is not None and e[0] == gi else e for e in entries]
+    return entries, payloads
+
+
+def _unpack_parquet(result: tuple[list, list[bytes]], n: int) -> list[pa.Table | None]:
+    entries, payloads = result
+    tables = [
+        pa.ipc.open_stream(pa.py_buffer(p)).read_all() if p else None for p in payloads
+    ]
+    out: list[pa.Table | None] = []
+    for e in entries:
+        if e is None or tables[e[0]] is None:
+            out.append(None)
+        else:
+            out.append(tables[e[0]].slice(e[1], e[2]))
+    if len(out) != n:
+        raise ValueError("worker returned a wrong number of files")
+    return out
+
+
+class _BatchStream:
+    """`fn` ("commits" or "parquet") over a list of files in batches of
+    _PARALLEL_BATCH, done by the worker processes in order, at most `window`
+    batches ahead of the consumer. Files may be appended while it runs (the
+    log is still being parsed); finish() says there are no more."""
+
+    def __init__(self, fn: str, root: str, window: int) -> None:
+        self.fn, self.root, self.window = fn, root, window
+        self.items: list[Any] = []
+        self.complete = False
+        self.submitted = 0
+        self.tasks: deque[tuple[int, int, _WorkerTask | None]] = deque()
+        self.pool: _ReadPool | None
+        try:
+            self.pool = _process_pool()
+        except Exception:  # noqa: BLE001 - no processes here: the ordinary path does it all
+            self.pool = None
+
+    def extend(self, items: Iterable[Any]) -> None:
+        self.items.extend(items)
+        self._submit()
+
+    def finish(self) -> None:
+        self.complete = True
+        self._submit()
+
+    def _submit(self) -> None:
+        while len(self.tasks) < self.window:
+            avail = len(self.items) - self.submitted
+            if avail <= 0 or (avail < _PARALLEL_BATCH and not self.complete):
+                return
+            start, n = self.submitted, min(_PARALLEL_BATCH, avail)
+            task = None
+            if self.pool is not None:
+                try:
+                    task = self.pool.submit(self.fn, self.root, self.items[start : start + n])
+                except Exception:  # noqa: BLE001 - a broken pool: the rest goes the ordinary way
+                    _discard_process_pool(self.pool)
+                    self.pool = None
+            self.tasks.append((start, n, task))
+            self.submitted += n
+
+    def next(self) -> tuple[int, int, Any] | None:
+        """(first item, items, the worker's reply or None) of the next batch;
+        None when every batch has been taken."""
+        self._submit()
+        if not self.tasks:
+            return None
+        start, n, task = self.tasks.popleft()
+        result = task.result() if task is not None else None
+        self._submit()
+        return start, n, result
+
+    def close(self) -> None:
+        for _, _, task in self.tasks:
+            if task is not None:
+                task.cancel()
+        self.tasks.clear()
+        self.complete, self.items = True, self.items[: self.submitted]
+
+
+# --------------------------------------------------------------------------
 # Checkpoints
 
 
@@ -692,6 +1117,13 @@ class TransactionLog:
         self._ahead_last = -1
         self._ahead_bytes = 0
         self._ahead_lock = threading.Lock()
+        # Local stores: data files decoded by worker processes (_decoded_ahead).
+        self._pready: dict[str, pa.Table] = {}
+        self._pstream: _BatchStream | None = None
+        self._pfrontier = 0  # next add position the stream will decode
+        self._pfrom = 0  # add position of the stream's first file
+        self._plast = -1
+        self._prun = 0
 
     def __repr__(self) -> str:
         return (
@@ -702,13 +1134,16 @@ class TransactionLog:
 
     # ---- building
 
-    def _add_commit(self, version: int, actions: Any) -> None:
+    def _add_commit(
+        self, version: int, actions: Any, checked: list[LogProblem] | None = None
+    ) -> None:
         if version in self.commits or version in self._unreadable:
             self.problems.append(
                 LogProblem("duplicate-version", version, "more than one commit for this version")
             )
             return
-        err, problems = _check_actions(version, actions)
+        # `checked`: _check_actions already found no error, these problems.
+        err, problems = (None, checked) if checked is not None else _check_actions(version, actions)
         if err:
             self._unreadable.add(version)
             self.problems.append(LogProblem("unparseable", version, err))
@@ -1060,6 +1495,119 @@ class TransactionLog:
             hit = self._schema_cache[id(meta)] = (meta, _schema_of(meta))
         return hit[1]
 
+    def _ensure_add_order(self) -> list[tuple[str, int]]:
+        """(path, size) of every added file, in log order, first add only."""
+        if self._add_order is None:
+            order = []
+            for v in self._versions:
+                for a in self.commits[v].adds:
+                    p = a["path"]
+                    if p not in self._add_pos:
+                        self._add_pos[p] = len(order)
+                        size = a.get("size")
+                        order.append((p, size if isinstance(size, int) and size > 0 else 1 << 20))
+            self._add_order = order
+        return self._add_order
+
+    def _decoded_ahead(self, path: str) -> pa.Table | None:
+        """Local stores with many data files: `path` as decoded by a worker
+        process (the file's table, before _logical), or None: then read it
+        the ordinary way. Worker processes decode files in log order, a
+        window ahead, after prefetch_data_files or once files are asked for
+        in that order (a checker replaying the log: 32 in a row); asked for
+        away from it, the stream stops."""
+        store = self._store
+        if not isinstance(store, _LocalStore) or self._file_tables is not None:
+            return None
+        with self._ahead_lock:
+            order = self._ensure_add_order()
+            if len(order) < _PARALLEL_MIN_FILES:
+                return None
+            table = self._pready.pop(path, None)
+            if table is not None:
+                return table
+            pos = self._add_pos.get(path)
+            if pos is None:
+                return None
+            self._prun = self._prun + 1 if self._plast < pos <= self._plast + 4 else 0
+            self._plast = pos
+            if self._pfrom <= pos < self._pfrontier:
+                return None  # its batch is done and it is not there: the worker could not read it
+            if self._pstream is not None:
+                reach = self._pfrontier + _PARALLEL_BATCH * self._pstream.window
+                if not self._pfrom <= pos < reach:
+                    self._stop_stream()
+            if self._pstream is None:
+                if self._prun < 32:
+                    return None
+                self._start_stream(pos, _PARALLEL_WINDOW)
+            stream = self._pstream
+            assert stream is not None
+            while self._pfrontier <= pos:
+                got = stream.next()
+                if got is None:
+                    self._stop_stream(keep_ready=True)
+                    break
+                start, n, result = got
+                batch = stream.items[start : start + n]
+                tables: list[pa.Table | None] = [None] * n
+                if result is not None:
+                    try:
+                        tables = _unpack_parquet(result, n)
+                    except Exception:  # noqa: BLE001 - these files go the ordinary way
+                        pass
+                for p, t in zip(batch, tables):
+                    if t is not None and p not in self._file_cache:
+                        self._pready[p] = t
+                self._pfrontier = self._pfrom + start + n
+            return self._pready.pop(path, None)
+
+    def _start_stream(self, pos: int, window: int) -> None:
+        assert isinstance(self._store, _LocalStore) and self._add_order is not None
+        stream = _BatchStream("parquet", self._store._root_str, window)
+        stream.extend(p for p, _ in self._add_order[pos:])
+        stream.finish()
+        self._pstream = stream
+        self._pfrom = self._pfrontier = pos
+
+    def _adopt_stream(self, stream: _BatchStream, order: list[str]) -> None:
+        """Take over the stream read_log started while parsing; it covers
+        the add order from its start, or it is dropped."""
+        with self._ahead_lock:
+            if [p for p, _ in self._ensure_add_order()] != order or self._file_tables is not None:
+                stream.close()
+                return
+            stream.finish()
+            self._pstream = stream
+            self._pfrom = self._pfrontier = 0
+            self._plast, self._prun = -1, 32  # the replay to come is sequential
+
+    def prefetch_data_files(self) -> None:
+        """A hint that every data file the log adds is about to be read, in
+        log order (a checker replaying the log). On a local table with many
+        files, worker processes start decoding them now, and file_rows then
+        finds them ready. What file_rows returns, and the problems it
+        records, are the same with or without the hint."""
+        if not isinstance(self._store, _LocalStore) or self._file_tables is not None:
+            return
+        with self._ahead_lock:
+            order = self._ensure_add_order()
+            if len(order) < _PARALLEL_MIN_FILES or self._pstream is not None:
+                return
+            pos = 0
+            while pos < len(order) and order[pos][0] in self._file_cache:
+                pos += 1
+            if pos < len(order):
+                self._start_stream(pos, _PARALLEL_WINDOW_PREFETCH)
+                self._plast, self._prun = pos - 1, 32  # the replay to come is sequential
+
+    def _stop_stream(self, keep_ready: bool = False) -> None:
+        if self._pstream is not None:
+            self._pstream.close()  # what the workers still do for it is dropped
+            self._pstream = None
+        if not keep_ready:
+            self._pready.clear()
+
     def _read_ahead(self, path: str) -> Future | None:
         """Remote stores: the read of `path` if it was started ahead, and,
         while files are asked for in the order the log adds them (a checker
@@ -1069,16 +1617,7 @@ class TransactionLog:
         if self._store is None or not self._store.remote or self._file_tables is not None:
             return None
         with self._ahead_lock:
-            if self._add_order is None:
-                order = []
-                for v in self._versions:
-                    for a in self.commits[v].adds:
-                        p = a["path"]
-                        if p not in self._add_pos:
-                            self._add_pos[p] = len(order)
-                            size = a.get("size")
-                            order.append((p, size if isinstance(size, int) and size > 0 else 1 << 20))
-                self._add_order = order
+            self._ensure_add_order()
             got = self._ahead.pop(path, None)
             if got is not None:
                 self._ahead_bytes -= got[1]
@@ -1134,7 +1673,9 @@ class TransactionLog:
             return self._file_cache[path]
         version, add = self._add_index.get(path, (None, None))
         schema = self._schema_at(version)
-        table = self._read_file(path, version, self._read_ahead(path))
+        table = self._decoded_ahead(path)
+        if table is None:
+            table = self._read_file(path, version, self._read_ahead(path))
         if table is None:
             table = schema.arrow().empty_table() if schema else pa.table({})
         else:
@@ -1267,8 +1808,37 @@ def _classify(log: TransactionLog, names: list[str]) -> list[tuple[int, str]]:
     return sorted(commits)
 
 
-def _parse_bodies(log: TransactionLog, bodies: Iterable[tuple[int, bytes | Exception]]) -> None:
+def _parallel_fetch(
+    store: _LocalStore, commit_names: list[tuple[int, str]], fetch: Any
+) -> Iterator[tuple[int, bytes | Exception]]:
+    """Commit files read, parsed and validated by worker processes, in
+    version order; a file they could not read, parse or accept is fetched
+    here, to be judged the ordinary way."""
+    stream = _BatchStream("commits", store._root_str, _PARALLEL_WINDOW_COMMITS)
+    stream.extend((v, f"{LOG_DIR}/{name}") for v, name in commit_names)
+    stream.finish()
+    try:
+        while (batch := stream.next()) is not None:
+            start, n, result = batch
+            if not isinstance(result, list) or len(result) != n:
+                result = [None] * n
+            for item, parsed in zip(commit_names[start : start + n], result):
+                yield (item[0], parsed) if isinstance(parsed, _Parsed) else fetch(item)
+    finally:
+        stream.close()
+
+
+def _parse_bodies(
+    log: TransactionLog, bodies: Iterable[tuple[int, Any]], added: Any = None,
+) -> None:
+    """Add each commit: its bytes, the exception reading it raised, or what
+    a worker process made of it (_Parsed)."""
     for v, body in bodies:
+        if isinstance(body, _Parsed):
+            log._add_commit(v, body.actions, body.problems)
+            if added is not None and v in log.commits:
+                added(log.commits[v])
+            continue
         if isinstance(body, Exception):
             log._unreadable.add(v)
             log.problems.append(
@@ -1282,9 +1852,41 @@ def _parse_bodies(log: TransactionLog, bodies: Iterable[tuple[int, bytes | Excep
             log.problems.append(LogProblem("unparseable", v, str(e)[:500]))
             continue
         log._add_commit(v, actions)
+        if added is not None and v in log.commits:
+            added(log.commits[v])
 
 
-def read_log(location: str, storage_options: dict | None = None) -> TransactionLog:
+class _DataPrefetch:
+    """read_log(prefetch_data=True) on a local table: data files go to the
+    worker processes as the commits adding them are parsed, in log order,
+    once there are enough of them to be worth it."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.order: list[str] = []
+        self.seen: set[str] = set()
+        self.stream: _BatchStream | None = None
+
+    def __call__(self, commit: Commit) -> None:
+        new = []
+        for a in commit.adds:
+            p = a["path"]
+            if p not in self.seen:
+                self.seen.add(p)
+                new.append(p)
+        if not new:
+            return
+        self.order += new
+        if self.stream is not None:
+            self.stream.extend(new)
+        elif len(self.order) >= _PARALLEL_MIN_FILES:
+            self.stream = _BatchStream("parquet", self.root, _PARALLEL_WINDOW_PREFETCH)
+            self.stream.extend(self.order)
+
+
+def read_log(
+    location: str, storage_options: dict | None = None, *, prefetch_data: bool = False
+) -> TransactionLog:
     """Read the transaction log of the table at `location`.
 
     `location` is a local path, ``file://...`` or ``s3://bucket/prefix``.
@@ -1292,6 +1894,11 @@ def read_log(location: str, storage_options: dict | None = None) -> TransactionL
     aws_secret_access_key, region_name (aws_session_token, and delta-rs'
     upper-case AWS_* names, are accepted too); absent ones fall back to
     boto3's defaults. Data files are read lazily by file_rows / rows_at.
+
+    prefetch_data=True says every data file will be read next, in log order
+    (a checker replaying the log; see TransactionLog.prefetch_data_files):
+    on a local table with many files, worker processes start decoding them
+    while the log is still being parsed. Nothing read differs either way.
     """
     store, loc = _open_store(location, storage_options)
     log = TransactionLog()
@@ -1307,14 +1914,17 @@ def read_log(location: str, storage_options: dict | None = None) -> TransactionL
         except Exception as e:  # noqa: BLE001 - e.g. deleted between list and get
             return v, e
 
+    prefetch: _DataPrefetch | None = None
     if store.remote and len(commit_names) > 1:
         # Many GETs in flight, parsed here in version order as they arrive.
-        # (Not for local files: reader threads contending for the GIL with
-        # the parsing thread cost more than the reads they overlap.)
         with ThreadPoolExecutor(min(_S3_WORKERS, len(commit_names))) as pool:
             _parse_bodies(log, pool.map(fetch, commit_names))
     else:
-        _parse_bodies(log, map(fetch, commit_names))
+        prefetch = _DataPrefetch(store._root_str) if prefetch_data and isinstance(store, _LocalStore) else None
+        if isinstance(store, _LocalStore) and len(commit_names) >= _PARALLEL_MIN_FILES:
+            _parse_bodies(log, _parallel_fetch(store, commit_names, fetch), prefetch)
+        else:
+            _parse_bodies(log, map(fetch, commit_names), prefetch)
 
     if "_last_checkpoint" in names:
         try:
@@ -1334,6 +1944,10 @@ def read_log(location: str, storage_options: dict | None = None) -> TransactionL
         except Exception as e:  # noqa: BLE001
             log.problems.append(LogProblem("last-checkpoint", None, f"unreadable: {e}"[:500]))
     log._finish()
+    if prefetch is not None and prefetch.stream is not None:
+        log._adopt_stream(prefetch.stream, prefetch.order)
+    elif prefetch_data:
+        log.prefetch_data_files()
     return log
 
 
@@ -1365,3 +1979,13 @@ def copy_table(
     with ThreadPoolExecutor(max(1, min(_S3_WORKERS, len(rels)))) as pool:
         list(pool.map(copy, rels))  # list() re-raises any failure
     return len(rels)
+
+
+if __name__ == "__main__":
+    # A reader process. Serve from the module proper, not from __main__, so
+    # what it pickles names harness.deltalog classes.
+    import sys
+
+    from harness.deltalog import _worker_main as _serve
+
+    _serve(int(sys.argv[1]))

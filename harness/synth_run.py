@@ -145,17 +145,6 @@ def _parquet_bytes(rows: list[tuple[int, str, str | None]]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _write_files(batch: list[tuple[str, list[tuple[int, str, str | None]]]]) -> list[int]:
-    """Write data files (absolute path, rows); their sizes in bytes."""
-    sizes = []
-    for path, rows in batch:
-        data = _parquet_bytes(rows)
-        with open(path, "wb") as fh:
-            fh.write(data)
-        sizes.append(len(data))
-    return sizes
-
-
 def _checkpoint_table(live: dict[str, dict], meta: dict, protocol: dict) -> pa.Table:
     """A classic Delta checkpoint: one action per row in struct columns
     txn / add / remove / metaData / protocol (only live adds; no tombstones)."""
@@ -312,14 +301,14 @@ def write_run(
         "schemaString": SCHEMA_STRING, "partitionColumns": [],
         "configuration": {"delta.isolationLevel": level0}, "createdTime": int(WALL0 * 1000),
     }
-    pending_files: list[tuple[str, list]] = []  # (abs path, rows) not yet written
-    commits: list[list[dict]] = []  # actions per version, adds' sizes filled in later
-    size_slots: list[tuple[dict, int]] = []  # (add or remove action, index into sizes)
+    n_versions = 0
     file_seq = 0
+    n_files = 0
     live: dict[str, dict] = {}  # path -> add action (for checkpoints and removes)
     files: dict[str, list[tuple[int, str, str | None]]] = {}  # path -> rows
     where: dict[tuple[int, str], str] = {}  # live row version (k, writer) -> path
-    ckpt_at: list[tuple[int, list[str], dict]] = []
+    last_ckpt: tuple[int, int] | None = None  # (version, actions)
+    n_ckpts = 0
     rows_written = 0
     events: list[tuple[float, int, dict]] = []  # (time tick, order, event)
     version_of: dict[str, int] = {}
@@ -334,7 +323,7 @@ def write_run(
         return f"part-{file_seq % 100000:05d}-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}-c000.snappy.parquet"
 
     def add_files(rows: list[tuple[int, str, str | None]], tick: float, out: list[dict]) -> None:
-        nonlocal rows_written
+        nonlocal rows_written, n_files
         for i in range(0, len(rows), rows_per_file):
             chunk = rows[i:i + rows_per_file]
             path = new_path()
@@ -343,10 +332,11 @@ def write_run(
                                 "nullCount": {"k": 0, "writer": 0,
                                               "prev_writer": sum(1 for r in chunk if r[2] is None)}},
                                separators=(",", ":"))
-            add = {"path": path, "partitionValues": {}, "size": 0, "modificationTime": ts(tick),
+            data = _parquet_bytes(chunk)
+            (table_dir / path).write_bytes(data)
+            n_files += 1
+            add = {"path": path, "partitionValues": {}, "size": len(data), "modificationTime": ts(tick),
                    "dataChange": True, "stats": stats}
-            size_slots.append((add, len(pending_files)))
-            pending_files.append((str(table_dir / path), chunk))
             out.append({"add": add})
             live[path] = add
             files[path] = chunk
@@ -359,17 +349,19 @@ def write_run(
         rows = files.pop(path)
         for k, w, _ in rows:
             del where[(k, w)]
-        rm = {"path": path, "deletionTimestamp": ts(tick), "dataChange": True, "extendedFileMetadata": True,
-              "partitionValues": {}, "size": 0}
-        rm["_add"] = add  # its size is the add's, known once the files are written
-        out.append({"remove": rm})
+        out.append({"remove": {"path": path, "deletionTimestamp": ts(tick), "dataChange": True,
+                               "extendedFileMetadata": True, "partitionValues": {}, "size": add["size"]}})
         return rows
 
     def commit(actions: list[dict]) -> int:
-        commits.append(actions)
-        v = len(commits) - 1
+        nonlocal n_versions, last_ckpt, n_ckpts
+        v = n_versions
+        n_versions += 1
+        (log_dir / f"{v:020d}.json").write_bytes(_jsonl(actions))
         if checkpoint_interval and v > 0 and v % checkpoint_interval == 0:
-            ckpt_at.append((v, list(live), dict(meta, configuration=dict(meta["configuration"]))))
+            pq.write_table(_checkpoint_table(live, meta, PROTOCOL), log_dir / f"{v:020d}.checkpoint.parquet")
+            last_ckpt = (v, len(live) + 2)
+            n_ckpts += 1
         return v
 
     def event(tick: float, order: int, **e: Any) -> None:
@@ -414,7 +406,7 @@ def write_run(
             aid = f"setup.alter.{alters}"
             level = t.isolation
             meta["configuration"] = dict(meta["configuration"], **{"delta.isolationLevel": level})
-            prev_v = len(commits) - 1
+            prev_v = n_versions - 1
             event(tick - 0.02, 0, process="setup", type="invoke", f="set-tblproperties", id=aid,
                   value={"properties": {"delta.isolationLevel": level}})
             v = commit([
@@ -446,26 +438,9 @@ def write_run(
         table_version[t.version] = v
         version_of[t.id] = v
 
-    # -- data files and sizes -------------------------------------------------------
-    sizes = _write_files(pending_files)
-    for action, slot in size_slots:
-        action["size"] = sizes[slot]
-    for actions in commits:
-        for a in actions:
-            rm = a.get("remove")
-            if rm is not None:
-                rm["size"] = rm.pop("_add")["size"]
-
-    # -- the log ------------------------------------------------------------------
-    for v, actions in enumerate(commits):
-        (log_dir / f"{v:020d}.json").write_bytes(_jsonl(actions))
-    adds_by_path = {a["add"]["path"]: a["add"] for actions in commits for a in actions if "add" in a}
-    for v, paths, meta_v in ckpt_at:
-        table = _checkpoint_table({p: adds_by_path[p] for p in paths}, meta_v, PROTOCOL)
-        pq.write_table(table, log_dir / f"{v:020d}.checkpoint.parquet")
-    if ckpt_at:
-        v, paths, _ = ckpt_at[-1]
-        (log_dir / "_last_checkpoint").write_text(json.dumps({"version": v, "size": len(paths) + 2}) + "\n")
+    if last_ckpt is not None:
+        (log_dir / "_last_checkpoint").write_text(
+            json.dumps({"version": last_ckpt[0], "size": last_ckpt[1]}) + "\n")
 
     # -- the history ----------------------------------------------------------------
     procs = _assign_processes(h, sim, start_tick, end_tick, aborted, injection)
@@ -535,16 +510,16 @@ def write_run(
         "counts": {"ok": len(h.txns) + 2 + alters, "fail": n_failed, "info": 0},
         "fatal": None,
         "synthetic": {
-            "attempted": len(h.txns) + n_failed, "committed": len(h.txns), "failed": n_failed, "versions": len(commits),
-            "alter_commits": alters, "data_files": len(pending_files), "rows_written": rows_written,
-            "checkpoints": len(ckpt_at), "conflicts": dict(st.conflicts), "fallbacks": st.fallbacks,
+            "attempted": len(h.txns) + n_failed, "committed": len(h.txns), "failed": n_failed, "versions": n_versions,
+            "alter_commits": alters, "data_files": n_files, "rows_written": rows_written,
+            "checkpoints": n_ckpts, "conflicts": dict(st.conflicts), "fallbacks": st.fallbacks,
             "injected": {"kind": injection.kind, "ids": injection.ids, "failed": injection.failed,
                          "expected": list(injection.expected) if injection.expected else None}
             if injection else None,
         },
     }
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    return SynthInfo(run_dir, len(h.txns), n_failed, len(commits), len(pending_files), rows_written, len(ckpt_at),
+    return SynthInfo(run_dir, len(h.txns), n_failed, n_versions, n_files, rows_written, n_ckpts,
                      injection, version_of, table_version, h if keep_history else None, st)
 
 

@@ -645,3 +645,26 @@ def test_s3_checkpoint_cleanup_and_missing_table(s3: S3, tmp_path: Path) -> None
     assert kinds(read_log(f"s3://{BUCKET}/nope", s3.boto)) == [("empty-log", None)]
     # Local copies work for local tables too.
     assert copy_table(str(tmp_path / "none"), tmp_path / "c") == 0
+
+
+def test_s3_replay_reads_data_files_ahead(s3: S3, tmp_path: Path) -> None:
+    """file_rows in log order on S3 starts reading the next files in threads;
+    what it returns, and the problems it records, are those of a local copy
+    read file by file."""
+    import boto3
+
+    loc, so = f"s3://{BUCKET}/ahead", s3.delta
+    for i in range(12):
+        write_deltalake(loc, batch([i, i + 100], f"op{i}"), mode="append", storage_options=so)
+    DeltaTable(loc, storage_options=so).delete("id < 3")
+    copy_table(loc, tmp_path / "copy", s3.boto)
+    log, local = read_log(loc, s3.boto), read_log(str(tmp_path / "copy"))
+    paths = [a["path"] for _v, _c, adds, _r in local.replay() for a in adds]
+    # One data file goes missing, from S3 and from the copy alike.
+    boto3.client("s3", **s3.boto).delete_object(Bucket=BUCKET, Key=f"ahead/{unquote(paths[5])}")
+    (tmp_path / "copy" / unquote(paths[5])).unlink()
+    for p in paths:
+        assert log.file_rows(p).to_pylist() == local.file_rows(p).to_pylist()
+    assert [(x.kind, x.version) for x in log.problems] == [(x.kind, x.version) for x in local.problems]
+    assert [x.kind for x in log.problems] == ["data-file-unreadable"]
+    assert sorted_rows(log.rows_at(log.latest_version)) == sorted_rows(local.rows_at(local.latest_version))

@@ -1,0 +1,282 @@
+"""The log reader's fast paths give exactly what the plain paths give.
+
+Long runs are read with worker processes (harness.deltalog: JSON commits
+parsed and validated in workers, data files decoded in workers and sent back
+as Arrow IPC), a one-pass JSON line parser, a cheaper parquet reader and a
+per-commit action index. Here the thresholds are lowered so small tables take
+the parallel path, and everything observable (commits, problems in order,
+every file's rows and schema, the checkers' verdicts) is compared with the
+sequential reader on the same folder, broken files included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import harness.deltalog as dl
+from harness.checking import check_run
+from harness.deltalog import Commit, read_log
+from harness.synth_run import write_run
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small tables take the parallel path, in many small batches."""
+    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
+    monkeypatch.setattr(dl, "_PARALLEL_BATCH", 7)
+    monkeypatch.setattr(dl, "_PARALLEL_WINDOW", 3)
+    monkeypatch.setattr(dl, "_PARALLEL_WINDOW_COMMITS", 4)
+    monkeypatch.setattr(dl, "_PARALLEL_WINDOW_PREFETCH", 5)
+
+
+def _sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 10**9)
+
+
+def _broken_run(tmp_path: Path) -> Path:
+    """A generated run with every kind of damage the reader must report."""
+    run = tmp_path / "run"
+    write_run(run, 260, seed=9, checkpoint_interval=0)
+    table = run / "table"
+    log_dir = table / "_delta_log"
+    adds = []
+    for v in range(2, 200):
+        for line in (log_dir / f"{v:020d}.json").read_text().splitlines():
+            a = json.loads(line)
+            if "add" in a:
+                adds.append((v, a["add"]["path"]))
+    (table / adds[10][1]).write_bytes(b"not parquet at all")  # unreadable data file
+    (table / adds[20][1]).unlink()  # lost data file
+    (table / adds[30][1]).write_bytes(b"")  # empty data file
+    # Another schema: an extra column, and types that differ.
+    pq.write_table(pa.table({"k": pa.array([7], pa.int32()), "writer": ["x"], "prev_writer": [None],
+                             "extra": [1.5]}), table / adds[40][1])
+    pq.write_table(pa.table({"k": pa.array([], pa.int64()), "writer": pa.array([], pa.string())}),
+                   table / adds[41][1])  # no rows, a column fewer
+    with (log_dir / f"{60:020d}.json").open("a") as fh:
+        fh.write('{"add": {"path": "broken\n')  # unparseable commit
+    text = (log_dir / f"{70:020d}.json").read_text()
+    first_add = next(line for line in text.splitlines() if '"add"' in line)
+    (log_dir / f"{70:020d}.json").write_text(text + first_add + "\n")  # duplicate file action
+    (log_dir / f"{80:020d}.json").write_bytes(b"\xef\xbb\xbf" + (log_dir / f"{80:020d}.json").read_bytes())  # BOM
+    (log_dir / f"{90:020d}.json").write_text('["not", "an", "action"]\n')
+    (log_dir / f"{95:020d}.json").unlink()  # a gap
+    return run
+
+
+def _observe(run: Path, prefetch: bool) -> dict:
+    log = read_log(str(run / "table"), prefetch_data=prefetch)
+    tables = {}
+    for _v, _c, adds, _r in log.replay():
+        for a in adds:
+            t = log.file_rows(a["path"])
+            tables[a["path"]] = (t.schema, t.to_pylist())
+    return {
+        "versions": log.versions,
+        "actions": {v: log.commits[v].actions for v in log.versions},
+        "problems": [p.to_json() for p in log.problems],
+        "tables": tables,
+        "checkpoints": log.checkpoint_versions,
+    }
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert a["versions"] == b["versions"]
+    assert a["actions"] == b["actions"]
+    assert a["problems"] == b["problems"]
+    assert a["tables"].keys() == b["tables"].keys()
+    for path, (schema, rows) in a["tables"].items():
+        other_schema, other_rows = b["tables"][path]
+        assert schema.equals(other_schema, check_metadata=True), path
+        assert rows == other_rows, path
+
+
+def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _broken_run(tmp_path)
+    _sequential(monkeypatch)
+    want = _observe(run, prefetch=False)
+    kinds = {p["kind"] for p in want["problems"]}
+    assert {"data-file-unreadable", "unparseable", "duplicate-file-action", "gap"} <= kinds
+    unpacked: list[int] = []
+    real_unpack = dl._unpack_parquet
+
+    def counting_unpack(result, n):
+        tables = real_unpack(result, n)
+        unpacked.append(sum(t is not None for t in tables))
+        return tables
+
+    parsed: list[int] = []
+    real_fetch = dl._parallel_fetch
+
+    def counting_fetch(*a):
+        for v, body in real_fetch(*a):
+            parsed.append(isinstance(body, dl._Parsed))
+            yield v, body
+
+    monkeypatch.setattr(dl, "_unpack_parquet", counting_unpack)
+    monkeypatch.setattr(dl, "_parallel_fetch", counting_fetch)
+    for prefetch in (True, False):  # the hint, and the stream a sequential replay starts by itself
+        monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
+        monkeypatch.setattr(dl, "_PARALLEL_BATCH", 7)
+        monkeypatch.setattr(dl, "_PARALLEL_WINDOW", 3)
+        monkeypatch.setattr(dl, "_PARALLEL_WINDOW_COMMITS", 4)
+        monkeypatch.setattr(dl, "_PARALLEL_WINDOW_PREFETCH", 5)
+        unpacked.clear()
+        parsed.clear()
+        _assert_same(want, _observe(run, prefetch=prefetch))
+        # The workers did the work, except for the broken files.
+        assert sum(unpacked) >= len(want["tables"]) - 40 and len(parsed) == len(want["versions"]) + 2
+        assert sum(parsed) == len(parsed) - 2  # the unparseable one and the one that is not actions
+
+
+def test_check_run_verdicts_are_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    write_run(run, 300, seed=4, inject="G2-item", checkpoint_interval=50)
+    _sequential(monkeypatch)
+    want = check_run(run, write=False).doc
+    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
+    monkeypatch.setattr(dl, "_PARALLEL_BATCH", 5)
+    got = check_run(run, write=False).doc
+    for doc in (want, got):
+        doc.pop("check_seconds")
+    assert got == want
+    assert got["verdict"] == "invalid"
+
+
+def test_random_access_after_a_replay(tmp_path: Path, parallel: None) -> None:
+    """rows_at and out-of-order file_rows calls still read the right files."""
+    run = tmp_path / "run"
+    write_run(run, 200, seed=3, checkpoint_interval=0)
+    log = read_log(str(run / "table"), prefetch_data=True)
+    paths = [a["path"] for _v, _c, adds, _r in log.replay() for a in adds]
+    for p in reversed(paths[len(paths) // 2:]):
+        log.file_rows(p)
+    plain = read_log(str(run / "table"))
+    for v in (5, 50, log.latest_version):
+        assert log.rows_at(v).to_pylist() == plain.rows_at(v).to_pylist()
+    for p in paths[:40]:
+        assert log.file_rows(p).to_pylist() == plain.file_rows(p).to_pylist()
+
+
+def test_dead_workers_fall_back_to_the_ordinary_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     parallel: None) -> None:
+    run = _broken_run(tmp_path)
+    pool = dl._process_pool()
+    for w in pool.workers:
+        w.proc.kill()
+        w.proc.wait()
+    got = _observe(run, prefetch=True)
+    _sequential(monkeypatch)
+    _assert_same(_observe(run, prefetch=False), got)
+    # A broken pool is replaced by a fresh one next time.
+    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
+    _assert_same(got, _observe(run, prefetch=True))
+    assert any(w.alive for w in dl._process_pool().workers)
+
+
+_SCRIPT = """
+import harness.deltalog as dl
+dl._PARALLEL_MIN_FILES = 16
+dl._PARALLEL_BATCH = 7
+log = dl.read_log({table!r}, prefetch_data=True)
+n = sum(len(log.file_rows(a["path"])) for _v, _c, adds, _r in log.replay() for a in adds)
+print("ran", n, flush=True)
+print("workers", *[w.proc.pid for w in dl._process_pool().workers], flush=True)
+{tail}
+"""
+
+
+def test_an_unguarded_script_runs_once_and_leaves_no_workers(tmp_path: Path) -> None:
+    """Reader processes never re-run the caller's __main__ (multiprocessing's
+    spawn would), and they die with their parent, even a killed one."""
+    run = tmp_path / "run"
+    write_run(run, 120, seed=1, checkpoint_interval=0)
+    script = tmp_path / "script.py"
+    for tail in ("", "import os; os.kill(os.getpid(), 9)"):
+        script.write_text(_SCRIPT.format(table=str(run / "table"), tail=tail))
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+        lines = proc.stdout.splitlines()
+        assert [line.split()[0] for line in lines] == ["ran", "workers"], proc.stdout + proc.stderr
+        pids = [int(x) for x in lines[1].split()[1:]]
+        assert pids
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in pids if _running(p)]
+            time.sleep(0.05)
+        assert not alive, f"reader processes {alive} outlived their parent"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie has exited
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------- JSON lines
+
+_LINE_PIECES = st.sampled_from([
+    b'{"add": {"path": "a", "size": 1}}', b'{"commitInfo": {"x": "\xe2\x80\xa8 sep"}}', b"{}", b"[1, 2]", b"1",
+    b"null", b'"str"', b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\xef\xbb\xbf", b"\x00", b"\xff", b"\xc3\xa9",
+    b"\xed\xa0\x80", b"{", b"}", b",", b'{"a": 1}, {"b": 2}', b"[", b"]", b"NaN", b"\xe3\x80\x80", b"\xc2\xa0",
+    b'{"a": "\\ud800"}', b"\n",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINE_PIECES, max_size=12))
+def test_json_fast_path_is_json_loads_per_line(pieces: list[bytes]) -> None:
+    data = b"".join(pieces)
+    try:
+        want = ("ok", dl._parse_lines(data))
+    except ValueError as e:
+        want = ("error", str(e))
+    try:
+        got = ("ok", dl.parse_commit_bytes(data))
+    except ValueError as e:
+        got = ("error", str(e))
+    assert got == want
+
+
+def test_commit_action_index_is_a_view() -> None:
+    c = Commit(3, [{"commitInfo": {"readVersion": 2}}, {"add": {"path": "a"}}, {"add": {"path": "b"}},
+                   {"remove": {"path": "c"}}])
+    assert [a["path"] for a in c.adds] == ["a", "b"] and c.read_version == 2
+    c.adds.append({"path": "z"})  # callers get their own lists
+    assert len(c.adds) == 2
+    c.actions.append({"add": {"path": "d"}})  # a changed list is seen
+    assert [a["path"] for a in c.adds] == ["a", "b", "d"]
+    c.actions = [{"metaData": {"id": "m"}}]
+    assert c.adds == [] and c.metadata == {"id": "m"}
+    assert Commit(1, ["add"]).txns == []  # not actions: the plain way
+
+
+def test_signal_safety_of_worker_stop() -> None:
+    """Stopping the pool twice, or after its workers died, is harmless."""
+    pool = dl._process_pool()
+    for w in pool.workers:
+        os.kill(w.proc.pid, signal.SIGKILL)
+    dl._discard_process_pool(pool)
+    dl._discard_process_pool(pool)
+    assert dl._process_pool() is not pool
