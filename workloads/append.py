@@ -45,9 +45,6 @@ class AppendWorkload(Workload):
         ids = [row_id(slot + 1, gen.seq, j) for j in range(n)]
         return OpSpec("append", op_id, {"ids": ids, "via": via})
 
-    def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
-        return [OpSpec("read", gen.next_id(), {"via": "dataframe", "final": True})]
-
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value = op["value"]
         if op["f"] == "append":

@@ -53,9 +53,6 @@ class BankWorkload(Workload):
         return OpSpec("transfer", op_id, {"from": a, "to": b, "amount": gen.rng.randint(1, MAX_TRANSFER),
                                           "ids": [row_id(slot + 1, gen.seq, 0), row_id(slot + 1, gen.seq, 1)]})
 
-    def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
-        return [OpSpec("read", gen.next_id(), {"via": "dataframe", "final": True})]
-
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
         if f == "load":

@@ -65,7 +65,8 @@ class Workload(ABC):
     def next_op(self, gen: SlotGenerator) -> OpSpec: ...
 
     def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
-        return []
+        """After quiescence: one whole-table read per node (Jepsen's final read)."""
+        return [OpSpec("read", gen.next_id(), {"via": "dataframe", "final": True})]
 
     def setup_ops(self, gen: SlotGenerator) -> list[OpSpec]:
         """Ops the harness runs (as process "setup") after creating the table,

@@ -52,9 +52,6 @@ class DeleteInsertWorkload(Workload):
                                         "keys": [gen.rng.randrange(KEY_SPACE) for _ in range(n)],
                                         "via": gen.rng.choice(("sql", "dataframe"))})
 
-    def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
-        return [OpSpec("read", gen.next_id(), {"via": "dataframe", "final": True})]
-
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
         if f == "insert":

@@ -50,9 +50,6 @@ class RegisterWorkload(Workload):
         rid = row_id(slot + 1, gen.seq, 0)
         return OpSpec("write", op_id, {"key": gen.rng.randrange(KEYS), "ids": [rid], "value": rid})
 
-    def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
-        return [OpSpec("read", gen.next_id(), {"via": "dataframe", "final": True})]
-
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value = op["value"]
         f = op["f"]
