@@ -1,28 +1,25 @@
-"""Workloads by name."""
+"""Workloads by name: each lives in its own module, imported on demand."""
 
 from __future__ import annotations
+
+import importlib
 
 from harness.procs import HarnessError
 from workloads.base import Workload
 
-WORKLOAD_NAMES = ("append", "register", "bank", "delete-insert")
+# name -> "module:Class"
+_REGISTRY: dict[str, str] = {
+    "append": "workloads.append:AppendWorkload",
+    "register": "workloads.register:RegisterWorkload",
+    "bank": "workloads.bank:BankWorkload",
+    "delete-insert": "workloads.delete_insert:DeleteInsertWorkload",
+}
+WORKLOAD_NAMES = tuple(_REGISTRY)
 
 
 def make_workload(name: str, seed: int, isolation: str | None = None) -> Workload:
-    if name == "append":
-        from workloads.append import AppendWorkload
-
-        return AppendWorkload(seed, isolation)
-    if name == "register":
-        from workloads.register import RegisterWorkload
-
-        return RegisterWorkload(seed, isolation)
-    if name == "bank":
-        from workloads.bank import BankWorkload
-
-        return BankWorkload(seed, isolation)
-    if name == "delete-insert":
-        from workloads.delete_insert import DeleteInsertWorkload
-
-        return DeleteInsertWorkload(seed, isolation)
-    raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")
+    target = _REGISTRY.get(name)
+    if target is None:
+        raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)(seed, isolation)
