@@ -41,6 +41,14 @@ def default_isolation(history: History) -> str:
     return level if level in LEVELS else WRITE_SERIALIZABLE  # Databricks' documented default (spec C13)
 
 
+def _default_by_node(history: History) -> dict[str, str]:
+    """Mixed-engine runs: each node's engine default, for commits by its clients."""
+    facts = _table_facts(history)
+    by_engine = facts.get("default_isolation_by_engine") or {}
+    return {node: by_engine[eng] for node, eng in (facts.get("node_engines") or {}).items()
+            if by_engine.get(eng) in LEVELS}
+
+
 def _column(table: Any, name: str) -> list[Any] | None:
     return column_values(table, name)
 
@@ -50,6 +58,8 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     ops: dict[str, Op] = {op.id: op for op in history.ops()}
     failed = {op.id for op in ops.values() if op.type == FAIL}
     default = default_isolation(history)
+    node_default = _default_by_node(history)
+    assumed_levels: set[str] = set()
     # Which column identifies a row and which one predicates read, as the
     # workload declared them when it created the table.
     declared = _table_facts(history)
@@ -113,9 +123,11 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         level = log.configuration_at(version - 1).get("delta.isolationLevel") if version > 0 else None
         if level not in LEVELS:
             level_assumed = True
-            level = default
+            level = node_default.get(op.invoke.node, default) if op is not None else default
+            assumed_levels.add(level)
         txns.append(Txn(tid, version, read_version, reads, writes, deletes, preds, level, commit.operation or ""))
-    return TxnHistory(txns, failed, unknown, default if level_assumed else None)
+    assumed = "/".join(sorted(assumed_levels)) if node_default else default
+    return TxnHistory(txns, failed, unknown, assumed if level_assumed else None)
 
 
 def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate, ...]]:
@@ -154,7 +166,8 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     stats["reorderings"] = res.reorderings_total
     versions = {t.id: t.version for t in h.txns}
     anomalies = [_to_anomaly(a, versions) for a in res.anomalies]
-    assumed = (f" The table carried no delta.isolationLevel; the engine's default {h.assumed_default_level} was "
+    whose = "each committing engine's default" if "/" in (h.assumed_default_level or "") else "the engine's default"
+    assumed = (f" The table carried no delta.isolationLevel; {whose} ({h.assumed_default_level}) was "
                "assumed." if h.assumed_default_level else "")
     if anomalies:
         kinds = sorted({a.kind for a in anomalies})

@@ -17,7 +17,7 @@ from typing import Any
 from checkers import CHECKERS
 from checkers.base import CheckResult, Verdict, combine
 from harness.deltalog import read_log
-from harness.history import History, load_history
+from harness.history import ErrorClass, History, load_history
 from harness.procs import HarnessError
 
 EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
@@ -40,6 +40,14 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
     ops = history.client_ops()
     counts = Counter(op.type for op in ops)
     classes = Counter(op.error.cls.value for op in ops if op.error is not None)
+    by_f: dict[str, Counter] = {}
+    for op in ops:
+        if op.error is not None:
+            by_f.setdefault(op.f, Counter())[op.error.cls.value] += 1
+    # Conflict rate: of the ops that commit (everything but reads), the share
+    # that failed because of a concurrent commit (E1-E6 or unclassified).
+    writes = [op for op in ops if op.f != "read"]
+    conflicts = sum(1 for op in writes if op.error is not None and op.error.cls.is_conflict)
     elapsed = run.get("elapsed")
     if not elapsed and history.events:
         elapsed = (history.events[-1].time - history.events[0].time) / 1e9
@@ -52,6 +60,10 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
         "info": counts["info"],
         "by_f": dict(Counter(op.f for op in ops)),
         "error_classes": dict(classes),
+        "error_classes_by_f": {f: dict(c) for f, c in sorted(by_f.items())},
+        "write_ops": len(writes),
+        "conflicts": conflicts,
+        "conflict_rate": round(conflicts / len(writes), 4) if writes else None,
         "elapsed_s": round(elapsed or 0.0, 3),
         "ops_per_s": round(done / elapsed, 2) if elapsed else None,
         "truncated": history.truncated,
@@ -155,6 +167,15 @@ def write_anomaly_graphs(run_dir: Path, results: list[CheckResult]) -> list[str]
     return written
 
 
+def _class_label(cls: str) -> str:
+    """An error class with the spec claim it stands for (E1..E6)."""
+    try:
+        claim = ErrorClass(cls).claim
+    except ValueError:
+        return cls
+    return f"{cls} ({claim})" if claim else cls
+
+
 def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], h: dict[str, Any],
                    doc: dict[str, Any], run: dict[str, Any]) -> str:
     lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
@@ -171,7 +192,16 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
         f"versions committed: {doc['log']['latest_version'] if doc['log']['latest_version'] is not None else 'none'}"
     )
     if h["error_classes"]:
-        lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(h["error_classes"].items())))
+        lines.append("errors: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(h["error_classes"].items())))
+        for f, classes in h["error_classes_by_f"].items():
+            lines.append(f"  {f}: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(classes.items())))
+    unsupported = {f: c["unsupported"] for f, c in h["error_classes_by_f"].items() if c.get("unsupported")}
+    if unsupported:
+        lines.append("not tested, the engine cannot run them (spec claims about them stay unchecked): "
+                     + ", ".join(f"{f} x{n}" for f, n in sorted(unsupported.items())))
+    if h["write_ops"]:
+        lines.append(f"conflict rate: {h['conflicts']}/{h['write_ops']} write ops "
+                     f"({100 * h['conflict_rate']:.1f}%) failed on a concurrent commit")
     for r in results:
         lines.append(f"  {r.checker:<16} {r.verdict.value:<8} {r.explanation}")
         for a in r.anomalies[:5]:

@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
     r = sub.add_parser("run", help="run a test and check it (the default command)")
     r.add_argument("--workload", default="append", help=f"one of: {', '.join(WORKLOAD_NAMES)} (default append)")
-    r.add_argument("--engine", default="sail", help=f"one of: {', '.join(ENGINE_NAMES)} (default sail)")
+    r.add_argument("--engine", default="sail", help=f"one of: {', '.join(ENGINE_NAMES)} (default sail), or several "
+                   "comma-separated (mixed mode: their clients share the table)")
     r.add_argument("--storage", default="s3", help=f"one of: {', '.join(STORAGE_KINDS)} (default s3: embedded moto)")
     r.add_argument("--nodes", type=_positive(int), default=2, help="engine nodes, e.g. Sail servers (default 2)")
     r.add_argument("--concurrency", type=_positive(int), default=4, help="client worker processes (default 4)")
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.checking import check_run
-    from harness.engines import make_engine
+    from harness.engines import parse_engine_list
     from harness.progress import Progress
     from harness.results import new_run_dir, results_root
     from harness.runner import Runner
@@ -102,10 +103,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.storage not in STORAGE_KINDS:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
     make_workload(args.workload, 0)
-    make_engine(args.engine)
+    engines = parse_engine_list(args.engine)
     spec = RunSpec(
         workload=args.workload,
-        engine=args.engine,
+        engine=",".join(engines),
         storage=args.storage,
         nodes=args.nodes,
         concurrency=args.concurrency,
@@ -121,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.procs import install_signal_handlers
 
     install_signal_handlers()
-    run_dir = new_run_dir(results_root(args.results_dir), spec.workload, spec.engine)
+    run_dir = new_run_dir(results_root(args.results_dir), spec.workload, "+".join(engines))
     print(f"run: {run_dir}  seed {spec.seed}", file=sys.stderr)
     with Progress(spec.time_limit, enabled=not args.no_progress) as progress:
         outcome = Runner(spec, run_dir, progress).run()

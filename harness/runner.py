@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.clients import OpTimeout, Worker, WorkerDied
 from harness.deltalog import copy_table
-from harness.engines import make_engine
+from harness.engines import make_engine, parse_engine_list
 from harness.engines.base import Engine, Node, TableSpec
 from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
 from harness.procs import HarnessError
@@ -69,7 +69,10 @@ class Runner:
         self.logs_dir = run_dir / "logs"
         self.progress = progress or Progress(spec.time_limit, enabled=False)
         self.workload: Workload = make_workload(spec.workload, spec.seed, spec.isolation)
-        self.engine: Engine = make_engine(spec.engine)
+        # A mixed-engine run lists several engines; the first creates the table.
+        self.engines: list[Engine] = [make_engine(n) for n in parse_engine_list(spec.engine)]
+        self.engine: Engine = self.engines[0]
+        self.node_engine: dict[str, Engine] = {}
         self.table: TableSpec = self.workload.table()
         self.history = HistoryWriter(run_dir / "history.jsonl")
         self.shared = _Shared()
@@ -84,7 +87,8 @@ class Runner:
 
     def _spawn(self, process: int | str, node: Node) -> Worker:
         assert self.storage is not None
-        cfg = self.engine.client_config(node, process, self.storage, self.table_uri, self.spec.op_timeout)
+        engine = self.node_engine.get(node.name, self.engine)
+        cfg = engine.client_config(node, process, self.storage, self.table_uri, self.spec.op_timeout)
         return Worker(
             cfg,
             self.spec.workload,
@@ -192,6 +196,12 @@ class Runner:
             value = {**self.table.to_json(), "engine": self.engine.name,
                      "default_isolation": self.engine.capabilities.default_isolation,
                      "row_key": self.workload.row_key, "predicate_column": self.workload.predicate_column}
+            if len(self.engines) > 1:
+                # Which engine each node runs, and each engine's default level:
+                # a commit carrying no level is judged by its committer's default.
+                value["node_engines"] = {n.name: self.node_engine[n.name].name for n in self.nodes}
+                value["default_isolation_by_engine"] = {
+                    e.name: e.capabilities.default_isolation for e in self.engines}
             gen = SlotGenerator(self.spec.seed, "setup")
             ops = [OpSpec("create-table", gen.next_id(), value), *self.workload.setup_ops(gen)]
             for op in ops:
@@ -224,9 +234,10 @@ class Runner:
             "table_uri": self.table_uri if self.storage.kind != "s3" else "embedded:" + self.table_uri,
             "table": self.table.to_json(),
             "checkers": list(self.workload.checkers),
-            "engine": {"name": self.engine.name, "capabilities": self.engine.capabilities.to_json()},
-            "nodes": [{"name": n.name, "pid": n.pid, "log": n.log} for n in self.nodes],
-            "versions": package_versions(self.engine.versions()),
+            "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
+            "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
+            "nodes": [{"name": n.name, "engine": n.engine, "pid": n.pid, "log": n.log} for n in self.nodes],
+            "versions": package_versions({k: v for e in self.engines for k, v in e.versions().items()}),
         }
         (self.run_dir / "spec.json").write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -246,7 +257,7 @@ class Runner:
                 )
                 self.table_uri = self.storage.table_uri(TABLE_DIR)
                 self.progress.message(f"storage: {self.storage.kind}  table: {self.table_uri}")
-                self.nodes = self.engine.start_nodes(self.spec.nodes, self.storage, self.logs_dir, NODE_START_TIMEOUT)
+                self.nodes = self._start_nodes()
                 self._write_spec()
                 self._setup_table()
                 elapsed = self._run_workload()
@@ -257,6 +268,23 @@ class Runner:
         finally:
             self._teardown()
         return RunOutcome(self.run_dir, interrupted, dict(self.history.counts), elapsed, self.shared.fatal)
+
+    def _start_nodes(self) -> list[Node]:
+        """Nodes split evenly over the engines, in engine order (slots take
+        nodes round-robin, so each engine serves its share of the slots)."""
+        assert self.storage is not None
+        count = max(self.spec.nodes, len(self.engines))
+        per = [count // len(self.engines) + (i < count % len(self.engines)) for i in range(len(self.engines))]
+        nodes: list[Node] = []
+        for engine, n in zip(self.engines, per):
+            for node in engine.start_nodes(n, self.storage, self.logs_dir, NODE_START_TIMEOUT, first=len(nodes) + 1):
+                node.engine = engine.name
+                self.node_engine[node.name] = engine
+                nodes.append(node)
+        # Interleave engines so that slots 0, 1, ... alternate between them.
+        by_engine = [[n for n in nodes if n.engine == e.name] for e in self.engines]
+        return [n for group in zip(*by_engine) for n in group] + [
+            n for group in by_engine for n in group[min(map(len, by_engine)):]]
 
     def _run_workload(self) -> float:
         sh = self.shared
@@ -317,7 +345,8 @@ class Runner:
             if self.storage is not None and self.table_uri:
                 self._snapshot_table()
         finally:
-            self.engine.stop_nodes()
+            for engine in self.engines:
+                engine.stop_nodes()
             if self.storage is not None:
                 self.storage.stop()
             self.history.close()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -666,3 +667,27 @@ def test_copy_on_write_rewrite_is_not_a_reapplication():
     facts = table_facts(log)
     assert facts.state(v2) == {1, 3, 20}
     assert facts.writer_rows["0.1"] == {1: [1, 2, 3]}
+
+
+def test_summary_counts_error_classes_per_op_and_the_conflict_rate() -> None:
+    from harness.checking import _history_stats, render_summary
+    from tests.synth import SynthRun
+
+    run = SynthRun()
+    run.append("0.1", [1], start=10, end=20)
+    run.append("1.1", [2], start=11, end=21, type="fail", process=1)  # E1 by default
+    run.append("2.1", [3], start=12, end=22, type="fail", process=2,
+               error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"})
+    run.invoke("3.1", "optimize", {}, time=13, process=3)
+    run.complete("3.1", "fail", time=23, error={"class": "unsupported", "raw": "sail cannot run 'optimize'"})
+    run.read("0.2", [1], start=30, end=40)
+    h = _history_stats(run.history(), {})
+    assert h["error_classes_by_f"] == {
+        "append": {"ConcurrentAppendException": 1, "commit-conflict-unclassified": 1},
+        "optimize": {"unsupported": 1}}
+    assert (h["conflicts"], h["write_ops"]) == (2, 4)
+    assert h["conflict_rate"] == 0.5
+    text = render_summary(Path("r"), Verdict.VALID, [], h, {"log": {"latest_version": 1}}, {})
+    assert "ConcurrentAppendException (E1) x1" in text
+    assert "conflict rate: 2/4 write ops (50.0%)" in text
+    assert "not tested, the engine cannot run them" in text and "optimize x1" in text

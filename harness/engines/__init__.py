@@ -8,6 +8,19 @@ from harness.procs import HarnessError
 ENGINE_NAMES = ("sail", "delta-rs")
 
 
+def parse_engine_list(spec: str) -> tuple[str, ...]:
+    """`sail` or a mixed-engine list `sail,delta-rs`: clients of every listed
+    engine share the one table (the first listed creates it)."""
+    names = tuple(n.strip() for n in spec.split(",") if n.strip())
+    bad = [n for n in names if n not in ENGINE_NAMES]
+    if not names or bad:
+        raise HarnessError(f"unknown engine {(bad[0] if bad else spec)!r}; valid: {', '.join(ENGINE_NAMES)} "
+                           "(or several, comma-separated)")
+    if len(set(names)) != len(names):
+        raise HarnessError(f"engine listed twice in {spec!r}")
+    return names
+
+
 def make_engine(name: str) -> Engine:
     if name == "sail":
         from harness.engines.sail import SailEngine

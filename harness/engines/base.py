@@ -78,6 +78,7 @@ class Node:
     url: str | None = None  # e.g. sc://127.0.0.1:PORT
     pid: int | None = None
     log: str | None = None
+    engine: str | None = None  # set by the runner (runs may mix engines)
 
 
 @dataclass
@@ -150,8 +151,10 @@ class Engine(ABC):
     name: str
     capabilities: Capabilities
 
-    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float) -> list[Node]:
-        return [Node(f"n{i + 1}") for i in range(n)]
+    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
+        """`n` nodes named n<first>, n<first+1>, ... (names are unique across
+        the engines of a mixed run)."""
+        return [Node(f"n{first + i}") for i in range(n)]
 
     def stop_nodes(self) -> None:
         pass

@@ -28,11 +28,11 @@ class SailEngine(Engine):
     def __init__(self) -> None:
         self.servers: list[ManagedProcess] = []
 
-    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float) -> list[Node]:
+    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
         nodes = []
         try:
             for i in range(n):
-                name = f"n{i + 1}"
+                name = f"n{first + i}"
                 # One storage identity per node: a Sail server holds one set of
                 # credentials for all the sessions it serves.
                 env = {**os.environ, **storage.client_env(name), "RUST_LOG": os.environ.get("RUST_LOG", "info")}
