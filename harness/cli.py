@@ -83,6 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, "
                     "removed)")
     bk.add_argument("--profile", default=None, help="write cProfile stats of each check to PREFIX.<commits>")
+    m = sub.add_parser("matrix", help="one run per workload x engine x isolation level, summarised as a table")
+    m.add_argument("--workloads", default="all", help="comma-separated, or all (default)")
+    m.add_argument("--engines", default="sail,delta-rs", help="comma-separated (default sail,delta-rs)")
+    m.add_argument("--isolation", default="Serializable,WriteSerializable", help="levels, comma-separated")
+    m.add_argument("--time-limit", type=_positive(float), default=60.0, help="seconds per cell (default 60)")
+    m.add_argument("--concurrency", type=_positive(int), default=8, help="client workers per cell (default 8)")
+    m.add_argument("--storage", default="s3", help="storage for every cell (default s3: embedded moto)")
+    m.add_argument("--jobs", type=_positive(int), default=1, help="cells run at once (default 1)")
+    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
     sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
     return p
 
@@ -165,6 +175,33 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    import time
+
+    from harness.engines import ENGINE_NAMES
+    from harness.matrix import run_matrix
+    from harness.results import results_root
+    from harness.spec import ISOLATION_LEVELS
+    from harness.storage import STORAGE_KINDS
+    from workloads import WORKLOAD_NAMES
+
+    def pick(flag: str, value: str, valid: tuple[str, ...]) -> list[str]:
+        names = list(valid) if value == "all" else [n.strip() for n in value.split(",") if n.strip()]
+        bad = [n for n in names if n not in valid]
+        if bad or not names:
+            raise HarnessError(f"unknown {flag} {(bad[0] if bad else value)!r}; valid: {', '.join(valid)}")
+        return names
+
+    workloads = pick("workload", args.workloads, WORKLOAD_NAMES)
+    engines = pick("engine", args.engines, ENGINE_NAMES)
+    levels = pick("isolation level", args.isolation, ISOLATION_LEVELS)
+    if args.storage not in STORAGE_KINDS:
+        raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
+    root = results_root(args.results_dir) / "matrix" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return run_matrix(workloads, engines, levels, args.time_limit, args.concurrency, args.storage, args.jobs, root,
+                      args.seed)
+
+
 def cmd_bench_overhead(args: argparse.Namespace) -> int:
     from harness.bench import bench_overhead
 
@@ -204,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
     args = build_parser().parse_args(argv)
     handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
-                "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check}
+                "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check, "matrix": cmd_matrix}
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:
