@@ -125,6 +125,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         "run": run,
         "history": hstats,
         "log": {"versions": len(log.versions), "latest_version": log.latest_version,
+                "isolation_levels": _isolation_levels(log),
                 "problems": [p.__dict__ for p in log.problems]},
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
@@ -138,6 +139,20 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
     return Report(run_dir, verdict, results, doc, summary)
+
+
+def _isolation_levels(log: Any) -> list[str]:
+    """The delta.isolationLevel values the table carried, in log order, as the
+    log says (not as the run asked): "(none)" where it carried none."""
+    levels: list[str] = []
+    for v in log.versions:
+        try:
+            level = log.configuration_at(v).get("delta.isolationLevel") or "(none)"
+        except Exception:  # noqa: BLE001 - a broken metaData is log-sanity's to report
+            continue
+        if not levels or levels[-1] != level:
+            levels.append(level)
+    return levels
 
 
 def write_anomaly_graphs(run_dir: Path, results: list[CheckResult]) -> list[str]:
@@ -191,6 +206,8 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
         f"ops: {h['ops']} ({h['ok']} ok, {h['fail']} fail, {h['info']} info) in {h['elapsed_s']:.1f}s, {rate}; "
         f"versions committed: {doc['log']['latest_version'] if doc['log']['latest_version'] is not None else 'none'}"
     )
+    if doc["log"].get("isolation_levels"):
+        lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
     if h["error_classes"]:
         lines.append("errors: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(h["error_classes"].items())))
         for f, classes in h["error_classes_by_f"].items():

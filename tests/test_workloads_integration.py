@@ -34,8 +34,10 @@ def test_register_serializable_level_is_read_from_the_log(results_dir: Path) -> 
                   "--isolation", "Serializable", "--time-limit", "3", "--results-dir", str(results_dir),
                   "--no-progress")
     assert res.returncode == 0, res.stdout + res.stderr
-    ser = next(c for c in load_results(only_run_dir(results_dir))["checkers"] if c["checker"] == "serializability")
+    doc = load_results(only_run_dir(results_dir))
+    ser = next(c for c in doc["checkers"] if c["checker"] == "serializability")
     assert ser["stats"]["levels"] == ["Serializable"]
+    assert doc["log"]["isolation_levels"] == ["Serializable"]  # what the log says the table carried
     assert "assumed_isolation_level" not in ser["stats"]
 
 
