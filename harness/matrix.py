@@ -11,9 +11,12 @@ runs, and the table on stdout.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import ErrorClass
-from harness.procs import HarnessError
+from harness.procs import HarnessError, ManagedProcess, install_signal_handlers, python_argv
 
 # A cell's run has its own op timeouts; this bounds setup, teardown and the
 # check on top of the time limit.
@@ -74,22 +77,68 @@ def _cell_from_results(cell: Cell, run_dir: Path) -> None:
         cell.note = "unknown: " + ", ".join(unknown)
 
 
-def run_cell(cell: Cell, root: Path, time_limit: float, concurrency: int, storage: str, seed: int) -> Cell:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--workload", cell.workload, "--engine", cell.engine,
-           "--isolation", cell.isolation, "--storage", storage, "--concurrency", str(concurrency),
-           "--time-limit", f"{time_limit:g}", "--seed", str(seed), "--results-dir", str(root / "cells"),
-           "--no-progress"]
+class _Cells:
+    """The cell runs in flight: on Ctrl-C or SIGTERM each gets SIGINT (a run
+    then stops its workers, nodes and storage itself), then SIGKILL."""
+
+    def __init__(self) -> None:
+        self.live: set[ManagedProcess] = set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def interrupt(self, grace: float = 60.0) -> None:
+        self.stopping.set()
+        with self.lock:
+            procs = list(self.live)
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError, TypeError):
+                pass
+        for p in procs:
+            try:
+                if p.proc is not None:
+                    p.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+            p.kill()
+
+
+def run_cell(cell: Cell, root: Path, time_limit: float, concurrency: int, storage: str, seed: int,
+             cells: _Cells | None = None) -> Cell:
+    cells = cells or _Cells()
+    if cells.stopping.is_set():
+        cell.verdict, cell.note = "SKIPPED", "interrupted"
+        return cell
+    argv = python_argv("harness.cli", "run", "--workload", cell.workload, "--engine", cell.engine,
+                       "--isolation", cell.isolation, "--storage", storage, "--concurrency", str(concurrency),
+                       "--time-limit", f"{time_limit:g}", "--seed", str(seed), "--results-dir", str(root / "cells"),
+                       "--no-progress")
+    log = root / "logs" / f"{cell.workload}-{cell.engine}-{cell.isolation}.log"
+    proc = ManagedProcess(f"cell {cell.workload} {cell.engine} {cell.isolation}", argv, log).start()
+    with cells.lock:
+        cells.live.add(proc)
+    if cells.stopping.is_set():  # interrupted while this cell was starting
+        os.killpg(proc.pid, signal.SIGINT)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit + CELL_SLACK_S)
+        assert proc.proc is not None
+        proc.proc.wait(time_limit + CELL_SLACK_S)
     except subprocess.TimeoutExpired:
+        proc.kill()
         cell.verdict, cell.note = "HUNG", f"no result within {time_limit + CELL_SLACK_S:.0f} s"
         return cell
-    m = re.search(r"^run: (\S+)", proc.stderr, re.M)
+    finally:
+        with cells.lock:
+            cells.live.discard(proc)
+    code = proc.proc.returncode
+    proc.kill()  # reaps, closes the log
+    text = log.read_text(errors="replace")
+    m = re.search(r"^run: (\S+)", text, re.M)
     if m and (Path(m.group(1)) / "results.json").is_file():
         _cell_from_results(cell, Path(m.group(1)))
     else:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        cell.verdict, cell.note = "ERROR", f"exit {proc.returncode}: {last[:200]}"
+        last = (text.strip().splitlines() or ["no output"])[-1]
+        cell.verdict, cell.note = "ERROR", f"exit {code}: {last[:200]}"
     return cell
 
 
@@ -127,10 +176,12 @@ def run_matrix(workloads: list[str], engines: list[str], levels: list[str], time
     print(f"matrix: {len(cells)} cells, {jobs} at a time, into {root}", file=sys.stderr)
     t0 = time.monotonic()
     done = 0
+    running = _Cells()
+    install_signal_handlers()
 
     def one(cell: Cell) -> Cell:
         nonlocal done
-        run_cell(cell, root, time_limit, concurrency, storage, seed)
+        run_cell(cell, root, time_limit, concurrency, storage, seed, running)
         done += 1
         print(f"  [{done}/{len(cells)}] {cell.workload} {cell.engine} {cell.isolation}: {cell.verdict} "
               f"{cell.supported} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
@@ -140,8 +191,7 @@ def run_matrix(workloads: list[str], engines: list[str], levels: list[str], time
     try:
         list(pool.map(one, cells))
     except KeyboardInterrupt:
-        # The cells' runs got the same SIGINT (same process group) and clean
-        # up after themselves; no new cell starts.
+        running.interrupt()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.matrix import _supported
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 
 def test_supported_says_which_ops_the_engine_could_not_run() -> None:
@@ -37,3 +42,35 @@ def test_matrix_runs_every_cell_and_writes_the_table(tmp_path: Path) -> None:
 def test_matrix_rejects_unknown_names() -> None:
     res = run_cli("matrix", "--engines", "sail,nope")
     assert res.returncode == 2 and "unknown engine 'nope'; valid: sail, delta-rs" in res.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_the_matrix_stops_its_cells(sig: int, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "matrix", "--workloads", "append", "--engines", "delta-rs",
+         "--isolation", "Serializable", "--time-limit", "120", "--concurrency", "2", "--storage", "s3",
+         "--results-dir", str(tmp_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            hist = list(tmp_path.glob("matrix/*/cells/*/*/history.jsonl"))
+            if hist and hist[0].read_text().count('"type":"ok"') >= 4:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the cell made no progress")
+        children = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(children) >= 3  # the cell's run, moto, workers
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    time.sleep(0.5)
+    leftover = [p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert leftover == [], f"processes left after {sig}: {leftover}"
