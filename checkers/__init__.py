@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from checkers import atomicity, bank, duplicates, durability, log_sanity, read_validity, serializability
+from checkers import list_append, unique_key
+from checkers import compaction, partitions
+from checkers import app_txn, metadata
+from checkers import create_race
 from checkers.base import CheckerFn
 
 CHECKERS: dict[str, CheckerFn] = {
@@ -13,4 +17,11 @@ CHECKERS: dict[str, CheckerFn] = {
     read_validity.NAME: read_validity.check,
     serializability.NAME: serializability.check,
     bank.NAME: bank.check,
+    unique_key.NAME: unique_key.check,
+    list_append.NAME: list_append.check,
+    partitions.NAME: partitions.check,
+    compaction.NAME: compaction.check,
+    metadata.NAME: metadata.check,
+    app_txn.NAME: app_txn.check,
+    create_race.NAME: create_race.check,
 }

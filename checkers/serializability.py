@@ -10,7 +10,8 @@ old writer and are not new. ``prev_writer`` on a new version names the
 version it replaced, which is also what the transaction read. A version alive
 before a commit and gone after it, with no new version of its key, was
 deleted. Predicates and explicit reads come from the op's invocation (e.g.
-``{"predicate": [lo, hi]}``, ``{"reads": [[k, writer], ...]}``); the read
+``{"predicate": [lo, hi]}``, ``{"reads": [[k, writer], ...]}``, and
+``{"read_keys": [k, ...]}``: keys it read, so inserting one read it absent); the read
 version from ``commitInfo.readVersion`` or, where the engine reports it, the op.
 """
 
@@ -71,6 +72,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     live_versions: dict[tuple[Any, str], int] = defaultdict(int)  # (key, writer) -> copies alive
     txns: list[Txn] = []
     unknown: dict[str, str] = {}
+    last_delete: dict[Any, str] = {}  # key -> txn that last deleted it, so far in commit order
     for version, commit, adds, removes in log.replay():
         if version == 0 and commit.metadata is not None and not adds:
             continue  # the table's creation
@@ -116,6 +118,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         deletes = tuple(RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys)
         op = ops.get(tid)
         reads, preds = _declared_reads(op)
+        reads += _absent_reads(op, writes, last_delete)
         read_version = commit.read_version
         if read_version is None and op is not None and isinstance(op.value, dict):
             rv = op.value.get("read_version")
@@ -126,6 +129,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             level = node_default.get(op.invoke.node, default) if op is not None else default
             assumed_levels.add(level)
         txns.append(Txn(tid, version, read_version, reads, writes, deletes, preds, level, commit.operation or ""))
+        last_delete.update((d.key, tid) for d in deletes)
     assumed = "/".join(sorted(assumed_levels)) if node_default else default
     return TxnHistory(txns, failed, unknown, assumed if level_assumed else None)
 
@@ -138,6 +142,20 @@ def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate,
     pred = v.get("predicate")
     preds = (Predicate(pred[0], pred[1]),) if isinstance(pred, (list, tuple)) and len(pred) == 2 else ()
     return reads, preds
+
+
+def _absent_reads(op: Op | None, writes: tuple[Write, ...], last_delete: dict[Any, str]) -> tuple[RowRef, ...]:
+    """A transaction that read a key (its invocation's ``read_keys``, e.g. a
+    MERGE's source keys) and inserted it (no ``prev_writer``) read the key
+    as absent. Which absence is unknown; the latest one before its commit
+    (after the key's last delete, else before any version) is the charitable
+    choice: a version installed since then, which it did not see, still gives
+    the anti-dependency that exposes two inserts of one absent key."""
+    if op is None or not isinstance(op.invoke.value, dict) or not op.invoke.value.get("read_keys"):
+        return ()
+    read_keys = set(op.invoke.value["read_keys"])
+    return tuple(RowRef(w.key, last_delete.get(w.key, INITIAL)) for w in writes
+                 if w.prev is None and w.key in read_keys)
 
 
 def _to_anomaly(a: Any, versions: dict[str, int]) -> Anomaly:

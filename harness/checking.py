@@ -84,6 +84,19 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
             gc.enable()
 
 
+def _related_logs(table_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """The logs of the other tables the run's workload wrote inside its table
+    folder (its `related_tables` globs, e.g. create-race's "races/*")."""
+    from workloads import make_workload
+
+    try:
+        globs = getattr(make_workload(spec["spec"]["workload"], 0), "related_tables", ())
+    except (KeyError, TypeError, HarnessError):
+        return {}
+    return {p.relative_to(table_dir).as_posix(): read_log(str(p))
+            for g in globs for p in sorted(table_dir.glob(g)) if (p / "_delta_log").is_dir()}
+
+
 def _check_run(run_dir: str | Path, write: bool) -> Report:
     run_dir = Path(run_dir)
     hist_path = run_dir / "history.jsonl"
@@ -109,6 +122,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     # The checkers replay every data file in log order: decoding can start
     # while the log is still being parsed.
     log = read_log(str(run_dir / "table"), prefetch_data=True)
+    log.related = _related_logs(run_dir / "table", spec)
     results = []
     for name in names:
         try:

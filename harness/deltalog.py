@@ -1097,6 +1097,10 @@ class TransactionLog:
         # side files, e.g. delta-rs' leftover "_commit_<uuid>.json.tmp" after
         # a crash mid-commit: evidence for a checker, never applied.
         self.ignored_files: list[str] = []
+        # Other tables a workload writes besides this one, by their path
+        # relative to this table's root (e.g. "races/r3" of create-race);
+        # filled in by harness.checking from the workload's related_tables.
+        self.related: dict[str, TransactionLog] = {}
         self._unreadable: set[int] = set()  # a commit file exists but is broken
         self._checkpoints: dict[int, _Checkpoint] = {}
         self._store: _Store | None = None

@@ -52,7 +52,12 @@ def simple_valid_run() -> SynthRun:
 
 def test_registry_has_every_checker():
     assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
-                             "bank"}
+                             "bank", "unique-key", "list-append", "partition-conflicts", "compaction",
+                             "metadata-conflicts", "app-txn", "create-race"}
+    from workloads import WORKLOAD_NAMES, make_workload
+
+    for name in WORKLOAD_NAMES:  # every workload's checkers exist
+        assert set(make_workload(name, 0).checkers) <= set(CHECKERS), name
 
 
 # The checkers an append-style run gets (the bank invariant, say, needs a bank).

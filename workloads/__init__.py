@@ -13,6 +13,13 @@ _REGISTRY: dict[str, str] = {
     "register": "workloads.register:RegisterWorkload",
     "bank": "workloads.bank:BankWorkload",
     "delete-insert": "workloads.delete_insert:DeleteInsertWorkload",
+    "upsert": "workloads.upsert:UpsertWorkload",
+    "list-append": "workloads.list_append:ListAppendWorkload",
+    "partitioned": "workloads.partitioned:PartitionedWorkload",
+    "compaction": "workloads.compaction:CompactionWorkload",
+    "metadata": "workloads.metadata:MetadataWorkload",
+    "app-txn": "workloads.app_txn:AppTxnWorkload",
+    "create-race": "workloads.create_race:CreateRaceWorkload",
 }
 WORKLOAD_NAMES = tuple(_REGISTRY)
 

@@ -137,6 +137,71 @@ class EngineClient(ABC):
         """DELETE FROM t WHERE <SQL predicate>. value: rows deleted, if known."""
         raise NotImplementedError(f"{self.name} has no delete")
 
+    def merge(self, source_rows: list[tuple], source_columns: list[str], on: str,
+              when_matched_set: dict[str, str] | None, insert_values: dict[str, str] | None,
+              op_id: str) -> OpResult:
+        """MERGE INTO t USING <source_rows> s ON <on> [WHEN MATCHED THEN UPDATE
+        SET col = <expr>] [WHEN NOT MATCHED THEN INSERT (col) VALUES (<expr>)].
+        Expressions name the source as `s` and the target as `t` (so
+        `prev_writer = t.writer` records the version a match replaced).
+        value: the engine's row counts, where it reports them."""
+        raise NotImplementedError(f"{self.name} has no merge")
+
+    def insert_select(self, columns: list[str], select_sql: str, match_on: list[str], op_id: str) -> OpResult:
+        """INSERT INTO t (columns) <select_sql> as one transaction whose
+        SELECT reads the target table, named `{table}` in `select_sql` (spec
+        M-table: such an INSERT is no blind append and behaves like MERGE).
+        `match_on`: columns that identify a new row, for engines with no
+        INSERT ... SELECT that commit the SELECT's result as a MERGE ON them.
+        value: rows inserted, if known."""
+        raise NotImplementedError(f"{self.name} has no insert_select")
+
+    def optimize(self, op_id: str, zorder_by: list[str] | None = None) -> OpResult:
+        """OPTIMIZE (bin-packing compaction), or OPTIMIZE ZORDER BY (cols):
+        rewrites files without changing the data (spec M4-M6).
+        value: the engine's file counts, where it reports them."""
+        raise NotImplementedError(f"{self.name} has no optimize")
+
+    def set_properties(self, props: dict[str, str], op_id: str) -> OpResult:
+        """ALTER TABLE t SET TBLPROPERTIES (k = v, ...): a metadata change (spec C17)."""
+        raise NotImplementedError(f"{self.name} has no set_properties")
+
+    def add_columns(self, columns: list[Column], op_id: str) -> OpResult:
+        """ALTER TABLE t ADD COLUMNS (nullable columns): a schema change (spec C17)."""
+        raise NotImplementedError(f"{self.name} has no add_columns")
+
+    def append_idempotent(self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int,
+                          op_id: str) -> OpResult:
+        """Blind append tagged with a `txn` action (app_id, txn_version), spec
+        E5: skipped when the table already holds a version >= txn_version for
+        app_id. value: {"skipped": True/False, or None where the engine does
+        not say}."""
+        raise NotImplementedError(f"{self.name} has no append_idempotent")
+
+    def create_table_at(self, uri: str, table: TableSpec, op_id: str) -> OpResult:
+        """Create a new, empty table at `uri` (not the client's table), failing
+        if one exists there (error-if-exists), with `op_id` in its commitInfo.
+        Spec E6: of several writers creating the same table at once, all but
+        one must fail."""
+        raise NotImplementedError(f"{self.name} has no create_table_at")
+
+    def at(self, table_uri: str) -> "EngineClient":
+        """This client (same session, same storage identity) bound to another
+        table, e.g. one of a create race's tables. Only path-based ops address
+        it: a Spark client's SQL still names the session's registered table,
+        so callers pass via="dataframe"."""
+        import copy
+        from dataclasses import replace
+
+        other = copy.copy(self)
+        other.config = replace(self.config, table_uri=table_uri)
+        return other
+
+    # The table version the last primitive's snapshot was at (what its commit
+    # read), where the engine tells; None otherwise. Commits of some engines
+    # carry no readVersion, and checkers need it (spec C17).
+    last_read_version: int | None = None
+
     @abstractmethod
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         """Read the whole table (one snapshot, spec C12); value: list of row tuples."""
