@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--local-root", default=None, help="--storage local: directory for the table (default: the run folder)")
     r.add_argument("--s3-endpoint", default=None, help="--storage external-s3: endpoint (default $AWS_ENDPOINT_URL)")
     r.add_argument("--s3-bucket", default=None, help="--storage external-s3: bucket (default $DJ_S3_BUCKET)")
+    r.add_argument("--s3-proxy", action="store_true", help="route clients through the S3 fault proxy "
+                   "(stats in logs/s3proxy-stats.json)")
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
     c = sub.add_parser("check", help="re-run the checkers on a stored run, without any engine")
     c.add_argument("run_dir", help="a run folder, e.g. results/latest")
@@ -76,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
     bc.add_argument("--isolation", default="WriteSerializable", help="Serializable or WriteSerializable")
     bc.add_argument("--seed", type=int, default=1)
+    bp = sub.add_parser("bench-proxy", help="the S3 fault proxy's added latency and throughput, no faults armed")
+    bp.add_argument("--requests", type=_positive(int), default=600, help="requests each way for latency (default 600)")
+    bp.add_argument("--clients", type=_positive(int), default=8, help="concurrent clients for throughput (default 8)")
+    bp.add_argument("--seconds", type=_positive(float), default=5.0, help="throughput measurement time (default 5)")
     bk = sub.add_parser("bench-check", help="full `check` of a stored simulated run (default 100k commits), timed")
     bk.add_argument("--commits", default="100000", help="log commits per run, comma-separated (default 100000)")
     bk.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
@@ -128,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         local_root=args.local_root,
         s3_endpoint=args.s3_endpoint,
         s3_bucket=args.s3_bucket,
+        s3_proxy=args.s3_proxy,
     )
     from harness.procs import install_signal_handlers
 
@@ -223,6 +230,12 @@ def cmd_bench_checker(args: argparse.Namespace) -> int:
     return bench_checker(sizes, args.concurrency, args.isolation, args.seed)
 
 
+def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from harness.bench_proxy import bench_proxy
+
+    return bench_proxy(args.requests, args.clients, args.seconds)
+
+
 def cmd_bench_check(args: argparse.Namespace) -> int:
     from harness.bench_check import bench_check
 
@@ -241,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
     args = build_parser().parse_args(argv)
     handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
-                "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check, "matrix": cmd_matrix}
+                "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check, "matrix": cmd_matrix,
+                "bench-proxy": cmd_bench_proxy}
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:

@@ -254,6 +254,8 @@ class Runner:
                     s3_endpoint=self.spec.s3_endpoint,
                     s3_bucket=self.spec.s3_bucket,
                     prefix=f"{self.run_dir.parent.name}/{self.run_dir.name}/",
+                    proxy=self.spec.s3_proxy,
+                    proxy_seed=self.spec.seed,
                 )
                 self.table_uri = self.storage.table_uri(TABLE_DIR)
                 self.progress.message(f"storage: {self.storage.kind}  table: {self.table_uri}")

@@ -25,6 +25,8 @@ class RunSpec:
     local_root: str | None = None
     s3_endpoint: str | None = None
     s3_bucket: str | None = None
+    # The S3 fault proxy between clients and store (harness/s3proxy.py).
+    s3_proxy: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +55,8 @@ class RunSpec:
             args += ["--nemesis", ",".join(self.nemesis)]
         if self.s3_bucket:
             args += ["--s3-bucket", self.s3_bucket]
+        if self.s3_proxy:
+            args += ["--s3-proxy"]
         return shlex.join(args)
 
 

@@ -2,23 +2,31 @@
 
 A storage hands out, per client, the settings an engine needs (environment
 for Sail nodes, storage options for delta-rs) and, for the harness's own log
-reader, boto3 settings. Each client gets its own access key id so that a
-fault proxy can tell clients apart; the secret is never written to results.
+reader, boto3 settings. Each client gets its own access key id so that the
+fault proxy (harness/s3proxy.py) can tell clients apart: `dj-<node>` for a
+Sail server, `dj-<node>-<process>` for a delta-rs client; the secret is
+never written to results. With `proxy=True` the S3 storages start the proxy
+and hand clients its endpoint, while the harness's own reader talks to the
+server directly; `storage.proxy` then steers it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
 from harness.procs import HarnessError, ManagedProcess, venv_bin
+from harness.s3proxy_client import ProxyProcess, S3ProxyClient, start_proxy
 
 STORAGE_KINDS = ("s3", "local", "external-s3")
 EMBEDDED_SECRET = "delta-jepsen-secret"  # moto accepts any credentials
 EMBEDDED_BUCKET = "delta-jepsen"
 DEFAULT_REGION = "us-east-1"
+# What clients sign with when the proxy re-signs for an external endpoint.
+PROXY_CLIENT_SECRET = "delta-jepsen-proxy"
 
 
 class Storage(ABC):
@@ -27,11 +35,13 @@ class Storage(ABC):
     @abstractmethod
     def table_uri(self, name: str) -> str: ...
 
-    def client_env(self, client: str) -> dict[str, str]:
+    proxy: S3ProxyClient | None = None
+
+    def client_env(self, client: str, node: str | None = None) -> dict[str, str]:
         """Environment for an engine process (Sail reads AWS_* from it)."""
         return {}
 
-    def deltars_options(self, client: str) -> dict[str, str]:
+    def deltars_options(self, client: str, node: str | None = None) -> dict[str, str]:
         """delta-rs `storage_options` for one client."""
         return {}
 
@@ -70,33 +80,76 @@ class _S3(Storage):
     def table_uri(self, name: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}{name}"
 
-    def _key(self, client: str) -> str:
-        return os.environ.get("AWS_ACCESS_KEY_ID", "") if self.kind == "external-s3" else f"dj-{client}"
+    _proxy_proc: ProxyProcess | None = None
+    _proxy_stats: Path | None = None
+
+    @property
+    def _external_direct(self) -> bool:
+        """Clients sign with the user's own credentials (no re-signing proxy)."""
+        return self.kind == "external-s3" and self._proxy_proc is None
+
+    def _key(self, client: str, node: str | None = None) -> str:
+        if self._external_direct:
+            return os.environ.get("AWS_ACCESS_KEY_ID", "")
+        return f"dj-{node}-{client}" if node and node != client else f"dj-{client}"
 
     def _secret(self) -> str:
-        return os.environ.get("AWS_SECRET_ACCESS_KEY", "") if self.kind == "external-s3" else EMBEDDED_SECRET
+        if self._external_direct:
+            return os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+        return EMBEDDED_SECRET if self.kind == "s3" else PROXY_CLIENT_SECRET
 
-    def client_env(self, client: str) -> dict[str, str]:
+    def client_env(self, client: str, node: str | None = None) -> dict[str, str]:
+        endpoint = self._proxy_proc.endpoint if self._proxy_proc is not None else self.endpoint
         env = {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": self._key(client),
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": self._key(client, node),
             "AWS_SECRET_ACCESS_KEY": self._secret(),
             "AWS_REGION": self.region,
         }
-        if self.endpoint.startswith("http://"):
+        if endpoint.startswith("http://"):
             env["AWS_ALLOW_HTTP"] = "true"
-        if self.kind == "external-s3" and os.environ.get("AWS_SESSION_TOKEN"):
+        if self._external_direct and os.environ.get("AWS_SESSION_TOKEN"):
             env["AWS_SESSION_TOKEN"] = os.environ["AWS_SESSION_TOKEN"]
         return env
 
-    def deltars_options(self, client: str) -> dict[str, str]:
-        return dict(self.client_env(client))
+    def deltars_options(self, client: str, node: str | None = None) -> dict[str, str]:
+        return dict(self.client_env(client, node))
+
+    def start_proxy(self, log_path: str | os.PathLike[str], seed: int | None = None) -> S3ProxyClient:
+        """The fault proxy between the clients and this endpoint. Its stats
+        land beside its log when the storage stops."""
+        resign = None
+        if self.kind == "external-s3":
+            if not self.endpoint.startswith("http://"):
+                raise HarnessError("the S3 fault proxy needs an http:// endpoint")
+            resign = (os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                      os.environ.get("AWS_SESSION_TOKEN"))
+        self._proxy_proc = start_proxy(self.endpoint, log_path, seed=seed, resign_credentials=resign)
+        self._proxy_stats = Path(log_path).with_name("s3proxy-stats.json")
+        self.proxy = self._proxy_proc.control
+        return self.proxy
+
+    def _stop_proxy(self) -> None:
+        if self._proxy_proc is None:
+            return
+        try:
+            if self.proxy is not None and self._proxy_stats is not None:
+                self._proxy_stats.write_text(json.dumps(self.proxy.stats(), indent=2) + "\n")
+        except (HarnessError, OSError):
+            pass  # stats are a diagnostic; the proxy may already be gone
+        finally:
+            self._proxy_proc.stop()
+
+    def stop(self) -> None:
+        self._stop_proxy()
 
     def reader_options(self) -> dict[str, str]:
         opts = {
             "endpoint_url": self.endpoint,
-            "aws_access_key_id": self._key("checker"),
-            "aws_secret_access_key": self._secret(),
+            "aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID", "") if self.kind == "external-s3"
+            else self._key("checker"),
+            "aws_secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY", "") if self.kind == "external-s3"
+            else EMBEDDED_SECRET,
             "region_name": self.region,
         }
         if self.kind == "external-s3" and os.environ.get("AWS_SESSION_TOKEN"):
@@ -121,6 +174,7 @@ class _S3(Storage):
             "bucket": self.bucket,
             "prefix": self.prefix,
             "region": self.region,
+            "proxy": self._proxy_proc is not None,
         }
 
 
@@ -153,7 +207,10 @@ class EmbeddedS3(_S3):
             raise
 
     def stop(self) -> None:
-        self.server.stop()
+        try:
+            self._stop_proxy()
+        finally:
+            self.server.stop()
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
@@ -187,11 +244,26 @@ def open_storage(
     s3_endpoint: str | None = None,
     s3_bucket: str | None = None,
     prefix: str = "",
+    proxy: bool = False,
+    proxy_seed: int | None = None,
 ) -> Storage:
+    """`proxy`: put the S3 fault proxy between the clients and the store
+    (off by default: runs without S3 faults should not pay for it)."""
     if kind == "local":
+        if proxy:
+            raise HarnessError("the S3 fault proxy needs --storage s3 or external-s3")
         return LocalStorage(local_root or run_dir)
+    storage: _S3
     if kind == "s3":
-        return EmbeddedS3(run_dir / "logs" / "moto.log", prefix=prefix)
-    if kind == "external-s3":
-        return ExternalS3(s3_endpoint, s3_bucket, prefix=prefix)
-    raise HarnessError(f"unknown storage {kind!r}; valid: {', '.join(STORAGE_KINDS)}")
+        storage = EmbeddedS3(run_dir / "logs" / "moto.log", prefix=prefix)
+    elif kind == "external-s3":
+        storage = ExternalS3(s3_endpoint, s3_bucket, prefix=prefix)
+    else:
+        raise HarnessError(f"unknown storage {kind!r}; valid: {', '.join(STORAGE_KINDS)}")
+    if proxy:
+        try:
+            storage.start_proxy(run_dir / "logs" / "s3proxy.log", seed=proxy_seed)
+        except BaseException:
+            storage.stop()
+            raise
+    return storage

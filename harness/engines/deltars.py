@@ -264,7 +264,9 @@ class DeltaRsEngine(Engine):
             node=node.name,
             process=process,
             table_uri=table_uri,
-            storage_options=storage.deltars_options(str(process) if isinstance(process, int) else process),
+            # The node rides in the access key id (dj-<node>-<process>), so the
+            # S3 fault proxy can target a node's clients.
+            storage_options=storage.deltars_options(str(process) if isinstance(process, int) else process, node.name),
             timeout=timeout,
         )
 
