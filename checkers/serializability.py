@@ -23,7 +23,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import column_values, commit_op_id
 from checkers.txn_graph import TxnAnalysis, analyze
-from checkers.txn_model import INITIAL, LEVELS, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory, Write
+from checkers.txn_model import INITIAL, LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.deltalog import TransactionLog
 from harness.history import FAIL, History, Op
 
@@ -158,8 +158,12 @@ def _absent_reads(op: Op | None, writes: tuple[Write, ...], last_delete: dict[An
                  if w.prev is None and w.key in read_keys)
 
 
-def _to_anomaly(a: Any, versions: dict[str, int]) -> Anomaly:
-    claim = {"history-order": "C14", "snapshot-mismatch": "C12"}.get(a.kind, "C15" if a.level == WRITE_SERIALIZABLE else "C14")
+def _to_anomaly(a: Any, versions: dict[str, int], levels: dict[str, str]) -> Anomaly:
+    # A cycle breaks WriteSerializable and so Serializable too: cite the
+    # claim of the level its transactions' table actually carried.
+    all_serializable = bool(a.txns) and all(levels.get(t) == SERIALIZABLE for t in a.txns)
+    claim = {"history-order": "C14", "snapshot-mismatch": "C12"}.get(
+        a.kind, "C15" if a.level == WRITE_SERIALIZABLE and not all_serializable else "C14")
     return Anomaly(a.kind, claim, a.explanation, ops=a.txns,
                    versions=[versions[t] for t in a.txns if t in versions],
                    details={"level": a.level, "edges": [e.to_json() for e in a.edges], "dot": a.dot})
@@ -183,7 +187,8 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     stats.update(res.stats)
     stats["reorderings"] = res.reorderings_total
     versions = {t.id: t.version for t in h.txns}
-    anomalies = [_to_anomaly(a, versions) for a in res.anomalies]
+    levels_by_txn = {t.id: t.isolation for t in h.txns}
+    anomalies = [_to_anomaly(a, versions, levels_by_txn) for a in res.anomalies]
     whose = "each committing engine's default" if "/" in (h.assumed_default_level or "") else "the engine's default"
     assumed = (f" The table carried no delta.isolationLevel; {whose} ({h.assumed_default_level}) was "
                "assumed." if h.assumed_default_level else "")
