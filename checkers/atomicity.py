@@ -1,13 +1,21 @@
 """Atomicity (spec C4-C6): an op's rows become visible at exactly one version,
 all together; a failed op's rows never become visible; an indeterminate
-(info) op is all or nothing."""
+(info) op is all or nothing.
+
+Indeterminate ops are resolved from the log where it can tell: an info op
+whose rows (or, for engines that write the op id into commitInfo, whose
+commit) are in the log committed; one that names its rows and has none in
+the final log did not. The rest (no rows to look for, no op id in any
+commit) may have committed, and are counted as such. An op that failed with
+an error, yet whose rows or commit are in the log, is `failed-but-committed`:
+the engine told its client a definite failure for a change that is there."""
 
 from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import expected_ids, fmt_ids, table_facts, writes
 from harness.deltalog import TransactionLog
-from harness.history import FAIL, INFO, History
+from harness.history import FAIL, INFO, History, Op
 
 NAME = "atomicity"
 
@@ -18,20 +26,34 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     known = {op.id for op in history.ops()}
     anomalies: list[Anomaly] = []
     committed_info = 0
+    # version(s) whose commitInfo names each op (delta-rs: dj.op)
+    committed_as: dict[str, list[int]] = {}
+    for v, op_id in sorted(facts.commit_ops.items()):
+        committed_as.setdefault(op_id, []).append(v)
+    row_ops = {op.id for op in ops}
+    for op in history.client_ops():
+        # Row-less writes (DELETE, ...) that failed, found through commitInfo.
+        if op.type == FAIL and op.id not in row_ops and op.id in committed_as:
+            anomalies.append(_failed_but_committed(op, committed_as[op.id], []))
+    resolution = {"committed": 0, "not_committed": 0, "may_have_committed": 0}
     for op in ops:
         per_version = facts.writer_rows.get(op.id)
+        if op.type == INFO:
+            if per_version or op.id in committed_as:
+                resolution["committed"] += 1
+            elif expected_ids(op):
+                resolution["not_committed"] += 1
+            else:
+                resolution["may_have_committed"] += 1
         if not per_version:
+            if op.type == FAIL and op.id in committed_as:
+                anomalies.append(_failed_but_committed(op, committed_as[op.id], []))
             continue
         want = set(expected_ids(op))
         first = min(per_version)
         got = set(per_version[first])
         if op.type == FAIL:
-            anomalies.append(Anomaly(
-                "failed-op-committed", "C6",
-                f"Op {op.id} failed ({op.error.cls.value if op.error else 'no error recorded'}), which means it "
-                f"definitely did not apply, yet {len(got)} of its row(s) ({fmt_ids(sorted(got))}) became visible at "
-                f"version {first}.",
-                ops=[op.id], versions=sorted(per_version), rows=sorted(got)))
+            anomalies.append(_failed_but_committed(op, sorted(per_version), sorted(got)))
         elif op.type == INFO:
             committed_info += 1
         if got != want:
@@ -67,7 +89,13 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 f"Rows written by op {w!r} appear at version(s) {', '.join(map(str, vs))}, but no such op was ever "
                 "invoked: data from no known transaction became visible.",
                 ops=[w], versions=vs))
-    stats = {"write_ops": len(ops), "info_ops_committed": committed_info}
+    # Info ops that write no rows (e.g. a DELETE) and that no commit names.
+    resolution["may_have_committed"] += sum(
+        1 for op in history.client_ops()
+        if op.type == INFO and op.id not in row_ops and op.f != "read" and op.id not in committed_as)
+    resolution["committed"] += sum(1 for op in history.client_ops()
+                                   if op.type == INFO and op.id not in row_ops and op.id in committed_as)
+    stats = {"write_ops": len(ops), "info_ops_committed": committed_info, "info_resolution": resolution}
     if anomalies:
         return CheckResult(
             NAME, Verdict.INVALID,
@@ -77,5 +105,18 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     return CheckResult(
         NAME, Verdict.VALID,
         f"Each of the {len(ops)} write ops is either absent from the log or present whole at exactly one version; "
-        f"no failed op's rows are visible; {committed_info} indeterminate op(s) turned out committed, whole.",
+        f"no failed op's rows are visible; indeterminate ops: {resolution['committed']} committed (whole), "
+        f"{resolution['not_committed']} not committed, {resolution['may_have_committed']} unresolved "
+        "(may have committed).",
         [], stats)
+
+
+def _failed_but_committed(op: Op, versions: list[int], rows: list[object]) -> Anomaly:
+    err = f"{op.error.cls.value}: {op.error.raw[:300]}" if op.error else "no error recorded"
+    what = (f"{len(rows)} of its row(s) ({fmt_ids(rows)}) became visible at version {versions[0]}" if rows
+            else f"the log's commitInfo at version(s) {', '.join(map(str, versions))} names it")
+    return Anomaly(
+        "failed-but-committed", "C6",
+        f"Op {op.id} ({op.f}, process {op.process}) failed with an error ({err}), which the client must take as "
+        f"'did not apply', yet {what}: its effects are in the log.",
+        ops=[op.id], versions=versions, rows=rows, details={"error": op.error.to_json() if op.error else None})

@@ -12,7 +12,7 @@ Safety anomalies: a round's log that is not one sane table history
 again (`table-recreated`, E6), a single acknowledged create that no commit
 names (`phantom-create`, E6/C7), an acknowledged create with no table at all
 (`lost-create`, C7), a failed op whose commit is in the log
-(`failed-op-committed`, C6), an acknowledged append whose row is missing
+(`failed-but-committed`, C6), an acknowledged append whose row is missing
 (`lost-append`, C7), a read of a state no version had
 (`read-state-never-existed`, C12).
 
@@ -220,7 +220,7 @@ def _check_round(r: _Round, race: TransactionLog | None) -> tuple[list[Anomaly],
     for op in r.ops:
         if op.type == FAIL and op.f in (CREATE, APPEND) and by_op.get(op.id):
             anomalies.append(Anomaly(
-                "failed-op-committed", "C6",
+                "failed-but-committed", "C6",
                 f"{where}: {op.f} {op.id} failed ({op.error.cls.value if op.error else 'no error'}), so it "
                 f"definitely did not apply, yet commit(s) {', '.join(map(str, by_op[op.id]))} name it.",
                 ops=[op.id], versions=by_op[op.id]))

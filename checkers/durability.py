@@ -42,8 +42,9 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             anomalies.append(Anomaly(
                 "lost-write", "C7",
                 f"Op {op.id} (process {op.process}) was acknowledged ok, but no commit in the log "
-                f"(versions 0..{facts.latest}) contains any of its {len(want)} row(s) ({fmt_ids(want)}).",
-                ops=[op.id], rows=want))
+                f"(versions 0..{facts.latest}) contains any of its {len(want)} row(s) ({fmt_ids(want)})."
+                + _overwritten(op.version, op.id, facts),
+                ops=[op.id], rows=want, versions=[op.version] if op.version is not None else []))
             continue
         # An overwrite's version may be replaced later; whether that was
         # legitimate is the serializability checker's question (lost update).
@@ -80,3 +81,16 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         NAME, Verdict.VALID,
         f"All {len(acked)} acknowledged writes are in the log, and the rows of every acknowledged insert are in "
         f"the final state (version {facts.latest}, {len(final)} rows).", [], stats)
+
+
+def _overwritten(version: int | None, op_id: str, facts: object) -> str:
+    """Where the engine told the op its commit version, whose commit the log
+    holds there instead: the sign of a commit overwritten (no put-if-absent)."""
+    if version is None or version not in getattr(facts, "fingerprints", {}):
+        return ""
+    others = sorted(w for w in facts.writers_at(version) if w != op_id)  # type: ignore[attr-defined]
+    if not others:
+        return f" The engine told it version {version}, which the log holds as a commit of no known op."
+    return (f" The engine told it version {version}, and the log's version {version} is op {', '.join(others)}'s "
+            "commit: its commit file was most likely replaced by another writer's (put-if-absent not enforced), "
+            "unless the engine reported a version it never wrote.")

@@ -172,7 +172,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             applied += [f"column {n}" for n in cols if n in ever_cols]
             if applied:
                 anomalies.append(Anomaly(
-                    "failed-op-committed", "C6",
+                    "failed-but-committed", "C6",
                     f"Op {op.id} ({op.f}) failed ({op.error.cls.value if op.error else 'no error recorded'}), yet the "
                     f"log's metadata carries its change ({', '.join(applied)}).",
                     ops=[op.id]))

@@ -53,6 +53,7 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
         elapsed = (history.events[-1].time - history.events[0].time) / 1e9
     done = counts["ok"] + counts["fail"] + counts["info"]
     return {
+        "nemesis": _nemesis_stats(history),
         "events": len(history.events),
         "ops": len(ops),
         "ok": counts["ok"],
@@ -69,6 +70,17 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
         "truncated": history.truncated,
         "problems": [f"line {n}: {why}" for n, why in history.problems],
     }
+
+
+def _nemesis_stats(history: History) -> dict[str, Any]:
+    """The nemesis's ops (process "nemesis"): faults started per kind, how
+    many could not be applied, and whether every started fault was stopped."""
+    ops = [op for op in history.ops() if op.process == "nemesis"]
+    started = Counter(op.f[len("start-"):] for op in ops if op.f.startswith("start-") and op.type == "ok")
+    stopped = Counter(op.f[len("stop-"):] for op in ops if op.f.startswith("stop-") and op.type == "ok")
+    failed = Counter(op.f for op in ops if op.type != "ok")
+    return {"events": 2 * len(ops), "started": dict(started), "stopped": dict(stopped),
+            "not_applied": dict(failed), "healed": any(op.f == "heal" and op.type == "ok" for op in ops)}
 
 
 def check_run(run_dir: str | Path, write: bool = True) -> Report:
@@ -220,6 +232,14 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
         f"ops: {h['ops']} ({h['ok']} ok, {h['fail']} fail, {h['info']} info) in {h['elapsed_s']:.1f}s, {rate}; "
         f"versions committed: {doc['log']['latest_version'] if doc['log']['latest_version'] is not None else 'none'}"
     )
+    nem = h.get("nemesis") or {}
+    if nem.get("events"):
+        parts = [f"{k} x{v}" + (f" ({v - nem['stopped'].get(k, 0)} not stopped)" if nem["stopped"].get(k, 0) < v else "")
+                 for k, v in sorted(nem["started"].items())]
+        line = "nemesis: " + (", ".join(parts) or "no fault applied")
+        if nem["not_applied"]:
+            line += "; not applied: " + ", ".join(f"{k} x{v}" for k, v in sorted(nem["not_applied"].items()))
+        lines.append(line + ("; healed before the final phase" if nem["healed"] else "; NOT healed"))
     if doc["log"].get("isolation_levels"):
         lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
     if h["error_classes"]:

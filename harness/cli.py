@@ -58,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="generator seed (default: random, recorded)")
     r.add_argument("--op-timeout", type=_positive(float), default=30.0, help="seconds before an op is info (default 30)")
     r.add_argument("--isolation", default=None, help="table isolation level: Serializable or WriteSerializable")
-    r.add_argument("--nemesis", default="none", help=f"comma-separated faults: {', '.join(NEMESIS_NAMES)}")
+    r.add_argument("--nemesis", default="none", help=f"comma-separated faults: {', '.join(NEMESIS_NAMES)} "
+                   "(S3 faults turn on --s3-proxy)")
+    r.add_argument("--nemesis-interval", type=_positive(float), default=10.0,
+                   help="seconds per nemesis cycle: quiet for half, one fault for the other half (default 10)")
     r.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
     r.add_argument("--local-root", default=None, help="--storage local: directory for the table (default: the run folder)")
     r.add_argument("--s3-endpoint", default=None, help="--storage external-s3: endpoint (default $AWS_ENDPOINT_URL)")
@@ -111,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.runner import Runner
     from harness.spec import ISOLATION_LEVELS, RunSpec
     from harness.storage import STORAGE_KINDS
-    from nemeses import parse_nemeses
+    from nemeses import PROXY_NEMESES, make_nemeses, parse_nemeses
     from workloads import make_workload
 
     if args.isolation is not None and args.isolation not in ISOLATION_LEVELS:
@@ -120,6 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
     make_workload(args.workload, 0)
     engines = parse_engine_list(args.engine)
+    nemesis = parse_nemeses(args.nemesis)
+    make_nemeses(nemesis, args.storage)  # bad combinations exit 2 before anything starts
     spec = RunSpec(
         workload=args.workload,
         engine=",".join(engines),
@@ -130,11 +135,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(2**31),
         op_timeout=args.op_timeout,
         isolation=args.isolation,
-        nemesis=parse_nemeses(args.nemesis),
+        nemesis=nemesis,
+        nemesis_interval=args.nemesis_interval,
         local_root=args.local_root,
         s3_endpoint=args.s3_endpoint,
         s3_bucket=args.s3_bucket,
-        s3_proxy=args.s3_proxy,
+        s3_proxy=args.s3_proxy or bool(PROXY_NEMESES & set(nemesis)),
     )
     from harness.procs import install_signal_handlers
 

@@ -25,6 +25,10 @@ from harness.procs import HarnessError
 from harness.progress import Progress
 from harness.spec import RunSpec, package_versions
 from harness.storage import LocalStorage, Storage, open_storage
+from nemeses import make_nemeses
+from nemeses.base import NemesisContext
+from nemeses.cluster import RunCluster
+from nemeses.schedule import NemesisSchedule
 from workloads import make_workload
 from workloads.base import OpSpec, SlotGenerator, Workload
 
@@ -82,6 +86,11 @@ class Runner:
         self.slots: list[_Slot] = []
         self.threads: list[threading.Thread] = []
         self.barrier: threading.Barrier | None = None
+        self.nemeses = make_nemeses(spec.nemesis, spec.storage)
+        # Extra environment for workers spawned for a node (the clock nemesis).
+        self.node_env: dict[str, dict[str, str]] = {}
+        self.cluster: RunCluster | None = None
+        self.schedule: NemesisSchedule | None = None
 
     # -- workers -----------------------------------------------------------
 
@@ -96,6 +105,7 @@ class Runner:
             self.spec.isolation,
             self.table,
             self.logs_dir / f"worker-{process}.log",
+            extra_env=self.node_env.get(node.name),
         ).start(WORKER_START_TIMEOUT)
 
     def _execute(self, slot: _Slot, op: OpSpec) -> None:
@@ -315,10 +325,14 @@ class Runner:
             raise HarnessError(sh.fatal)
         t0 = time.monotonic()
         sh.go.set()
+        self._start_nemeses()
         while (elapsed := time.monotonic() - t0) < self.spec.time_limit and not sh.stop.is_set():
             self.progress.update("running", elapsed, self.history.counts)
             time.sleep(0.2)
         elapsed = time.monotonic() - t0
+        # Every fault is healed before the slots quiesce for the final phase.
+        self.progress.update("healing", elapsed, self.history.counts)
+        self._heal_nemeses()
         sh.stop.set()
         while any(t.is_alive() for t in self.threads):
             self.progress.update("final", time.monotonic() - t0, self.history.counts)
@@ -326,7 +340,25 @@ class Runner:
         self.progress.update("done", elapsed, self.history.counts)
         return elapsed
 
+    def _start_nemeses(self) -> None:
+        if not self.nemeses:
+            return
+        import random
+
+        self.cluster = RunCluster(self, NODE_START_TIMEOUT)
+        assert self.storage is not None
+        ctx = NemesisContext(random.Random(f"{self.spec.seed}/nemesis"), self.cluster, self.storage.proxy,
+                             self.storage.kind)
+        self.schedule = NemesisSchedule(self.nemeses, ctx, self.history.record, self.spec.nemesis_interval).start()
+
+    def _heal_nemeses(self) -> None:
+        """Idempotent: proxy rules removed, paused processes continued, dead
+        server nodes restarted (also on Ctrl-C, from teardown)."""
+        if self.schedule is not None:
+            self.schedule.stop_and_heal()
+
     def _abort(self) -> None:
+        self._heal_nemeses()
         self.shared.stop.set()
         self.shared.go.set()
         if self.barrier is not None:
@@ -349,6 +381,8 @@ class Runner:
         finally:
             for engine in self.engines:
                 engine.stop_nodes()
+            if self.cluster is not None:
+                self.cluster.close()
             if self.storage is not None:
                 self.storage.stop()
             self.history.close()

@@ -22,6 +22,8 @@ class RunSpec:
     op_timeout: float = 30.0
     isolation: str | None = None
     nemesis: list[str] = field(default_factory=list)
+    # Seconds per nemesis cycle: a quiet half, then a fault for the other half.
+    nemesis_interval: float = 10.0
     local_root: str | None = None
     s3_endpoint: str | None = None
     s3_bucket: str | None = None
@@ -52,7 +54,7 @@ class RunSpec:
         if self.isolation:
             args += ["--isolation", self.isolation]
         if self.nemesis:
-            args += ["--nemesis", ",".join(self.nemesis)]
+            args += ["--nemesis", ",".join(self.nemesis), "--nemesis-interval", f"{self.nemesis_interval:g}"]
         if self.s3_bucket:
             args += ["--s3-bucket", self.s3_bucket]
         if self.s3_proxy:

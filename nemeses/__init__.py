@@ -1,11 +1,24 @@
-"""Nemeses by name. The fault kinds themselves arrive with the nemesis issue;
-this registry is where the runner and the CLI look them up."""
+"""Nemeses by name: the faults `--nemesis a,b,...` schedules (nemeses/schedule.py)."""
 
 from __future__ import annotations
 
 from harness.procs import HarnessError
+from nemeses.base import Nemesis
 
-NEMESIS_NAMES = ("none",)
+# name -> "module:Class"
+_REGISTRY: dict[str, str] = {
+    "kill": "nemeses.process:KillNemesis",
+    "pause": "nemeses.pause:PauseNemesis",
+    "clock": "nemeses.clock:ClockNemesis",
+    "partition": "nemeses.s3:PartitionNemesis",
+    "s3-errors": "nemeses.s3:S3ErrorsNemesis",
+    "latency": "nemeses.s3:LatencyNemesis",
+    "ambiguous": "nemeses.s3:AmbiguousNemesis",
+    "unsafe-put": "nemeses.s3:UnsafePutNemesis",
+}
+NEMESIS_NAMES = ("none", *_REGISTRY)
+# Faults that act through the S3 fault proxy: selecting one turns it on.
+PROXY_NEMESES = frozenset({"partition", "s3-errors", "latency", "ambiguous", "unsafe-put"})
 
 
 def parse_nemeses(spec: str | None) -> list[str]:
@@ -13,4 +26,21 @@ def parse_nemeses(spec: str | None) -> list[str]:
     bad = [n for n in names if n not in NEMESIS_NAMES]
     if bad:
         raise HarnessError(f"unknown nemesis {bad[0]!r}; valid: {', '.join(NEMESIS_NAMES)}")
-    return [n for n in names if n != "none"]
+    out: list[str] = []
+    for n in names:
+        if n != "none" and n not in out:
+            out.append(n)
+    return out
+
+
+def make_nemeses(names: list[str], storage_kind: str) -> list[Nemesis]:
+    """One instance per name, each checked against the run's storage."""
+    import importlib
+
+    out = []
+    for name in names:
+        module, cls = _REGISTRY[name].split(":")
+        nem: Nemesis = getattr(importlib.import_module(module), cls)()
+        nem.validate(storage_kind)
+        out.append(nem)
+    return out

@@ -331,15 +331,15 @@ def test_atomicity_partial_op_with_foreign_row():
     assert only(res, "partial-op")[0].rows == [99]
 
 
-def test_atomicity_failed_op_committed():
+def test_atomicity_failed_but_committed():
     run = SynthRun()
     run.append("0.1", [1, 2], start=10, end=20, type=FAIL)
     run.commit_op("0.1", [1, 2])
     history, log = run.build()
     res = atomicity.check(history, log)
-    assert_invalid(res, "failed-op-committed")
+    assert_invalid(res, "failed-but-committed")
     assert "partial-op" not in kinds(res)
-    assert "ConcurrentAppendException" in only(res, "failed-op-committed")[0].explanation
+    assert "ConcurrentAppendException" in only(res, "failed-but-committed")[0].explanation
 
 
 def test_atomicity_split_op():

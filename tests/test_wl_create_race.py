@@ -147,7 +147,7 @@ def test_single_phantom_winner_and_failed_committer():
     r.creates([("0.1", "ok", None), ("1.1", "fail", EXISTS)])
     r.commit(creation("1.1"))  # the failed op's commit, the acknowledged one's is absent
     res = check(*r.build())
-    assert kinds(res) == ["failed-op-committed", "phantom-create"]
+    assert kinds(res) == ["failed-but-committed", "phantom-create"]
 
 
 @pytest.mark.parametrize("damage", ["unparseable", "no-metadata", "gap"])

@@ -95,7 +95,7 @@ def test_catches_a_lost_acknowledged_property_set() -> None:
 
 def test_catches_a_failed_property_set_that_committed() -> None:
     res = metadata.check(*set_property_run(b_read_version=2, m_type=FAIL).build())
-    assert [a.kind for a in res.anomalies] == ["failed-op-committed"]
+    assert [a.kind for a in res.anomalies] == ["failed-but-committed"]
 
 
 def test_column_add_without_op_id_is_attributed_from_the_new_column() -> None:

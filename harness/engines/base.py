@@ -13,10 +13,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.engines.errors import Classified
 from harness.storage import Storage
+
+if TYPE_CHECKING:
+    from harness.procs import ManagedProcess
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,17 @@ class Engine(ABC):
 
     def stop_nodes(self) -> None:
         pass
+
+    def server(self, name: str) -> "ManagedProcess | None":
+        """The server process of node `name`, for engines whose nodes have
+        one (Sail): what the kill, pause and clock nemeses act on."""
+        return None
+
+    def restart_node(self, node: Node, storage: Storage, logs_dir: Path, timeout: float,
+                     extra_env: dict[str, str] | None = None) -> None:
+        """Start node's server again (killing it first if it runs), with
+        `extra_env`; updates node.url, pid and log in place."""
+        raise NotImplementedError(f"{self.name} nodes have no server to restart")
 
     @abstractmethod
     def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float) -> ClientConfig: ...
