@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
     sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
+    from harness.conformance.runner import add_parser as add_conformance
+
+    add_conformance(sub)
     return p
 
 
@@ -254,6 +257,12 @@ def cmd_bench_check(args: argparse.Namespace) -> int:
     return bench_check(sizes, args.concurrency, args.seed, args.dir, args.profile)
 
 
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from harness.conformance.runner import cmd_conformance
+
+    return cmd_conformance(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
@@ -261,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
                 "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check, "matrix": cmd_matrix,
-                "bench-proxy": cmd_bench_proxy}
+                "bench-proxy": cmd_bench_proxy, "conformance": _cmd_conformance}
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:

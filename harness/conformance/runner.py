@@ -1,0 +1,320 @@
+"""`delta-jepsen conformance`: run the matrix on one engine and write
+conformance.md and conformance.json.
+
+Cells run in a worker process (harness.conformance.worker), one at a time,
+each bounded by a timeout: a hung cell is recorded as an error and the
+worker replaced. After each cell the controller checks the committed table
+against the model's allowed serial orders and runs the serializability
+checker on the two-transaction history, so a committed cell that breaks
+serializability is a safety deviation even where the matrix allows a commit.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.conformance import cells as C
+from harness.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
+from harness.conformance.verdict import (COMMITTED, ERROR, SAFETY, VERDICTS, Observation, TxnResult,
+                                         allowed_classes, judge)
+from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
+from harness.procs import HarnessError, ManagedProcess, python_argv
+
+CELL_TIMEOUT_S = 90.0
+ENGINES = ("delta-rs", "sail")  # engines with a conformance backend
+
+
+@dataclass
+class CellResult:
+    cell: C.Cell
+    expectation: C.Expectation
+    obs: Observation
+    verdict: str
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.cell.to_json(), "operations": _ops(self.cell), "order": f"{self.cell.winner} first",
+                "claim": self.expectation.claim, "rule": self.expectation.rule,
+                "expected": self.expectation.outcome.value,
+                "allowed_classes": sorted(allowed_classes(self.cell, self.expectation, self.obs)),
+                "observed": self.obs.observed(), "verdict": self.verdict, "why": self.why,
+                "observation": self.obs.to_json()}
+
+
+# -- post-cell checks ------------------------------------------------------------
+
+
+def _rows_text(rows: Counter) -> str:
+    items = sorted(rows.elements(), key=repr)
+    return ", ".join(f"(id {r[0]}, p {r[2]}, v {r[3]}, writer {r[4]})" for r in items[:4]) + (
+        f" and {len(items) - 4} more" if len(items) > 4 else "")
+
+
+def check_data(cell: C.Cell, obs: Observation, log: Any) -> str | None:
+    """None if the table holds what an allowed serial order of the committed
+    ops gives, else why not (spec C14 / C15 when both committed; C8 when
+    the loser failed: a conflict never corrupts the table)."""
+    rows = log.rows_at(log.latest_version, columns=list(COLUMNS))
+    got = Counter(zip(*(rows.column(c).to_pylist() for c in COLUMNS)))
+    wp, lp = plans(cell)
+    both = obs.loser.status == COMMITTED
+    outcomes = serial_outcomes(wp, lp, both, cell.level)
+    if got in outcomes.values():
+        return None
+    name, want = next(iter(outcomes.items()))
+    claim = ("C14" if cell.level == C.SERIALIZABLE else "C15") if both else "C8"
+    extra, missing = got - want, want - got
+    return (f"{claim}: the table ({sum(got.values())} rows) is not what {' or '.join(outcomes)} gives; vs the "
+            f"{name}: extra {_rows_text(extra) or 'none'}; missing {_rows_text(missing) or 'none'}")
+
+
+def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> History:
+    """The cell as a history: setup ops, then both ops invoked before either
+    completes (they read the same version), winner completing first."""
+    wp, lp = plans(cell)
+    events: list[Event] = []
+
+    def add(process: int | str, type_: str, f: str, op_id: str, value: Any = None, version: int | None = None,
+            error: OpError | None = None) -> None:
+        events.append(Event(len(events), len(events) * 1000, process, type_, f, op_id, value, version, error, "n1"))
+
+    facts = {"row_key": "id", "predicate_column": "p", "default_isolation": default_isolation}
+    add("setup", INVOKE, "create-table", "setup.0", facts)
+    add("setup", OK, "create-table", "setup.0", facts, 0)
+    for n, (op_id, _) in enumerate(SETUP, start=1):
+        add("setup", INVOKE, "append", op_id)
+        add("setup", OK, "append", op_id, None, n)
+    add(1, INVOKE, wp.kind, wp.op_id, wp.history_value())
+    add(2, INVOKE, lp.kind, lp.op_id, lp.history_value())
+    for process, plan, res in ((1, wp, obs.winner), (2, lp, obs.loser)):
+        if res.status == COMMITTED:
+            add(process, OK, plan.kind, plan.op_id, None, res.version)
+        else:
+            cls = ErrorClass(res.cls) if res.cls in {e.value for e in ErrorClass} else ErrorClass.NOT_A_CONFLICT
+            add(process, FAIL if res.status != ERROR else INFO, plan.kind, plan.op_id, None, None,
+                OpError(cls, res.raw))
+    return History(events)
+
+
+def post_check(cell: C.Cell, obs: Observation, default_isolation: str,
+               reader_options: dict[str, str] | None = None) -> None:
+    """Runs in the worker, which owns the storage the cell's table is on."""
+    if cell.winner == C.CREATE or not obs.controlled or obs.winner.status != COMMITTED or not obs.table:
+        return
+    from checkers import serializability
+    from checkers.base import Verdict
+    from harness.deltalog import read_log
+
+    log = read_log(obs.table, reader_options)
+    obs.data_violation = check_data(cell, obs, log)
+    res = serializability.check(two_txn_history(cell, obs, default_isolation), log)
+    obs.checker_verdict = res.verdict.value
+    if res.verdict is Verdict.INVALID:
+        obs.checker_anomalies = [f"{a.kind} ({a.claim}): {a.explanation[:400]}" for a in res.anomalies]
+
+
+# -- the worker ------------------------------------------------------------------
+
+
+class CellWorker:
+    """A worker process running cells on one engine, with a per-cell timeout."""
+
+    def __init__(self, engine: str, logs: Path):
+        self.engine, self.logs = engine, logs
+        self.proc: ManagedProcess | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.starts = 0
+
+    def _start(self) -> None:
+        self.starts += 1
+        self.lines = queue.Queue()
+        self.proc = ManagedProcess(f"conformance worker {self.starts}",
+                                   python_argv("harness.conformance.worker", "--engine", self.engine),
+                                   self.logs / f"worker-{self.starts}.log", pipes=True).start()
+        out, lines = self.proc.proc.stdout, self.lines  # type: ignore[union-attr]
+
+        def pump() -> None:
+            for raw in out:  # type: ignore[union-attr]
+                lines.put(raw.decode())
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def run(self, cell: C.Cell, root: Path, timeout: float) -> dict[str, Any]:
+        if self.proc is None or not self.proc.alive():
+            self._start()
+        assert self.proc is not None and self.proc.proc is not None and self.proc.proc.stdin is not None
+        msg = json.dumps({"cell": cell.to_json(), "root": str(root)}) + "\n"
+        try:
+            self.proc.proc.stdin.write(msg.encode())
+            self.proc.proc.stdin.flush()
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            return {"error": f"no result within {timeout:.0f} s (worker replaced)", "timeout": True}
+        except BrokenPipeError:
+            line = None
+        if line is None:
+            self.stop()
+            return {"error": "the worker died (see logs/worker-*.log)"}
+        return json.loads(line)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop(grace=2.0)
+            self.proc = None
+
+
+def _error_obs(text: str, timeout: bool = False) -> Observation:
+    cls = ErrorClass.TIMEOUT.value if timeout else ErrorClass.CRASH.value
+    r = TxnResult(ERROR, cls, text)
+    return Observation(r, r, controlled=False, control_note=text)
+
+
+def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CELL_TIMEOUT_S,
+              progress: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+    if engine not in ENGINES:
+        raise HarnessError(f"no conformance backend for engine {engine!r}; available: {', '.join(ENGINES)}")
+    tables, logs = root / "tables", root / "logs"
+    tables.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    worker = CellWorker(engine, logs)
+    out: list[CellResult] = []
+    try:
+        for cell in cells:
+            reply = worker.run(cell, tables, timeout)
+            if "obs" in reply:
+                obs = Observation.from_json(reply["obs"])
+            else:
+                obs = _error_obs(reply["error"], reply.get("timeout", False))
+            exp = C.expectation(cell)
+            verdict, why = judge(cell, exp, obs)
+            out.append(CellResult(cell, exp, obs, verdict, why))
+            if progress:
+                progress(out[-1])
+    finally:
+        worker.stop()
+    return out
+
+
+# -- report ----------------------------------------------------------------------
+
+
+def _ops(cell: C.Cell) -> str:
+    return " + ".join(sorted((cell.winner, cell.loser)))
+
+
+def render_markdown(engine: str, results: list[CellResult], seconds: float, versions: dict[str, str]) -> str:
+    counts = Counter(r.verdict for r in results)
+    lines = [f"# Conformance matrix: {engine} ({', '.join(f'{k} {v}' for k, v in versions.items())})", "",
+             f"{len(results)} cells in {seconds:.0f} s: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]),
+             "", "| claim | cells | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    per_claim: dict[str, Counter] = {}
+    for r in results:
+        per_claim.setdefault(r.expectation.claim, Counter())[r.verdict] += 1
+    for claim in sorted(per_claim, key=lambda c: (c[0], int(c[1:]) if c[1:].isdigit() else 0)):
+        n = per_claim[claim]
+        lines.append(f"| {claim} | {sum(n.values())} | " + " | ".join(str(n[v] or "") for v in VERDICTS) + " |")
+    lines += ["", "## Deviations, by claim", ""]
+    devs = [r for r in results if r.verdict not in ("conforms",)]
+    by_claim: dict[str, list[CellResult]] = {}
+    for r in devs:
+        by_claim.setdefault(r.expectation.claim, []).append(r)
+    for claim in sorted(by_claim):
+        lines.append(f"- **{claim}** ({len(by_claim[claim])}):")
+        for r in by_claim[claim]:
+            why = r.why if len(r.why) <= 300 else r.why[:300] + " ..."
+            lines.append(f"  - `{r.cell.id}`: {r.verdict}: {why}")
+    if not devs:
+        lines.append("none")
+    lines += ["", "## All cells", "",
+              "| claim | operations | order | level | layout | expected | observed | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        c = r.cell
+        layout = c.layout + (" + DV" if c.dv else "")
+        lines.append(f"| {r.expectation.claim} | {_ops(c)} | {c.winner} first | {c.level} | {layout} | "
+                     f"{r.expectation.outcome.value} | {r.obs.observed()} | {r.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(root: Path, engine: str, results: list[CellResult], seconds: float) -> None:
+    from harness.engines import make_engine
+
+    versions = make_engine(engine).versions()
+    doc = {"engine": engine, "versions": versions, "seconds": round(seconds, 1),
+           "counts": dict(Counter(r.verdict for r in results)), "cells": [r.to_json() for r in results]}
+    (root / "conformance.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (root / "conformance.md").write_text(render_markdown(engine, results, seconds, versions))
+
+
+def select(cells: list[C.Cell], pattern: str | None) -> list[C.Cell]:
+    if not pattern:
+        return cells
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise HarnessError(f"--cells: bad regular expression {pattern!r}: {e}") from None
+    chosen = [c for c in cells if rx.search(c.id)]
+    if not chosen:
+        raise HarnessError(f"--cells {pattern!r} matches no cell (ids look like {cells[0].id})")
+    return chosen
+
+
+def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout: float = CELL_TIMEOUT_S,
+                    verbose: bool = True) -> int:
+    """The whole matrix (or the cells matching `pattern`); exit 1 on any
+    safety deviation."""
+    from harness.engines import ENGINE_NAMES
+
+    if engine not in ENGINE_NAMES:
+        raise HarnessError(f"unknown engine {engine!r}; valid: {', '.join(ENGINE_NAMES)}")
+    cells = select(C.all_cells(), pattern)
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+
+    def progress(r: CellResult) -> None:
+        if verbose and r.verdict != "conforms":
+            print(f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
+                  f"observed {r.obs.observed()})", file=sys.stderr)
+
+    results = run_cells(engine, cells, root, timeout, progress)
+    seconds = time.monotonic() - t0
+    write_report(root, engine, results, seconds)
+    counts = Counter(r.verdict for r in results)
+    print(f"conformance {engine}: {len(results)} cells in {seconds:.0f} s: "
+          + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]))
+    print(f"report: {root / 'conformance.md'}")
+    return 1 if counts[SAFETY] else 0
+
+
+# -- command line ----------------------------------------------------------------
+
+
+def add_parser(sub: Any) -> None:
+    """`delta-jepsen conformance` (registered by harness.cli)."""
+    c = sub.add_parser("conformance", help="deterministic two-transaction conflict schedules per spec claim, "
+                       "as conformance.md / conformance.json; exit 1 on a safety deviation")
+    c.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINES)} (default delta-rs)")
+    c.add_argument("--cells", default=None, help="only the cells whose id matches this regular expression, "
+                   "e.g. 'unpartitioned/Serializable/insert>'")
+    c.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default 90)")
+    c.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
+
+
+def cmd_conformance(args: Any) -> int:
+    from harness.results import results_root
+
+    if args.cell_timeout <= 0:
+        raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
+    root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return run_conformance(args.engine, root, args.cells, args.cell_timeout)

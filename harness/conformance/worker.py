@@ -1,0 +1,76 @@
+"""The conformance worker process: runs cells one at a time on one engine.
+
+Protocol (JSON lines): stdin ``{"cell": {...}, "root": "<dir>"}``; stdout
+``{"cell": "<id>", "obs": {...}}``. The controller bounds each cell with a
+timeout and replaces a worker that hangs.
+
+Usage: ``python -m harness.conformance.worker --engine delta-rs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Protocol
+
+from harness.conformance.cells import Cell
+from harness.conformance.runner import post_check
+from harness.conformance.verdict import Observation
+
+
+class Backend(Protocol):
+    default_isolation: str
+
+    def run_cell(self, cell: Cell, root: Path) -> Observation: ...
+
+    def reader_options(self) -> dict[str, str] | None: ...
+
+    def close(self) -> None: ...
+
+
+def backend(engine: str) -> Backend:
+    if engine == "delta-rs":
+        from harness.conformance.deltars_backend import DeltaRsBackend
+
+        return DeltaRsBackend()
+    if engine == "sail":
+        from harness.conformance.sail_backend import SailBackend
+
+        return SailBackend()
+    raise ValueError(f"no conformance backend for engine {engine!r}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", required=True)
+    args = ap.parse_args()
+    out = sys.stdout
+    sys.stdout = sys.stderr  # engine chatter must not corrupt the protocol
+    be = backend(args.engine)
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            msg = json.loads(line)
+            cell = Cell.from_json(msg["cell"])
+            try:
+                obs = be.run_cell(cell, Path(msg["root"]))
+                try:
+                    post_check(cell, obs, be.default_isolation, be.reader_options())
+                except Exception as exc:  # noqa: BLE001 - recorded, never a pass
+                    obs.controlled = False
+                    obs.control_note = f"post-cell check failed: {type(exc).__name__}: {exc}"
+                reply = {"cell": cell.id, "obs": obs.to_json()}
+            except Exception as exc:  # noqa: BLE001 - a harness bug in one cell must not end the matrix
+                reply = {"cell": cell.id, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            out.write(json.dumps(reply) + "\n")
+            out.flush()
+    finally:
+        be.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

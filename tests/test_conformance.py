@@ -1,0 +1,360 @@
+"""The conformance matrix (harness/conformance): the expectation table and the
+verdict logic on synthetic observations (engine-free), then real delta-rs
+cells: determinism over 5 repeats, the known deviations reported, and
+`delta-jepsen conformance` end to end."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from harness.conformance import cells as C
+from harness.conformance.model import apply, initial_rows, plans, serial_outcomes
+from harness.conformance.runner import check_data, render_markdown, run_cells, select, CellResult
+from harness.conformance.verdict import (AVAILABILITY, COMMITTED, CONFORMS, ERROR, EXCEPTION_CLASS, FAILED, SAFETY,
+                                         UNCONTROLLED, UNSUPPORTED, V_ERROR, V_UNSUPPORTED, Observation, TxnResult,
+                                         allowed_classes, judge)
+from harness.procs import HarnessError
+from tests.conftest import run_cli
+
+S, WS = C.SERIALIZABLE, C.WRITE_SERIALIZABLE
+MC, MX, CC = C.Outcome.MUST_COMMIT, C.Outcome.MUST_CONFLICT, C.Outcome.CAN_CONFLICT
+
+
+def _exp(w: str, l: str, level: str, layout: str = C.UNPARTITIONED, dv: bool = False) -> tuple[str, C.Outcome, object]:
+    e = C.expectation(C.Cell(w, l, level, layout, dv))
+    return e.claim, e.outcome, e.classes
+
+
+# -- the expectation table (spec claims, not engine behaviour) --------------------
+
+EXPECTED = [
+    # (winner, loser, level, layout, dv) -> (claim, outcome, fixed classes)
+    ((C.INSERT, C.INSERT, S, C.UNPARTITIONED, False), ("M1", MC, None)),
+    ((C.INSERT, C.INSERT, WS, C.SAME_PARTITION, False), ("M1", MC, None)),
+    ((C.INSERT, C.UPDATE, WS, C.UNPARTITIONED, False), ("M2", MC, None)),
+    ((C.INSERT, C.UPDATE, S, C.UNPARTITIONED, False), ("M2", CC, None)),
+    ((C.UPDATE, C.INSERT, WS, C.UNPARTITIONED, False), ("M2", MC, None)),  # symmetric in the pair
+    ((C.INSERT, C.DELETE, S, C.UNPARTITIONED, False), ("C16", MX, frozenset({"E1"}))),
+    ((C.INSERT, C.DELETE, WS, C.UNPARTITIONED, False), ("C16", MC, frozenset({"E1"}))),
+    ((C.INSERT, C.DELETE_ALL, S, C.DISJOINT, False), ("C16", MX, frozenset({"E1"}))),  # no partition condition
+    ((C.INSERT, C.DELETE, S, C.DISJOINT, False), ("P1", MC, None)),
+    ((C.UPDATE, C.UPDATE, WS, C.UNPARTITIONED, False), ("M3", CC, None)),
+    ((C.INSERT_SELECT, C.MERGE, S, C.SAME_PARTITION, False), ("M3", CC, None)),
+    ((C.UPDATE, C.DELETE, S, C.DISJOINT, False), ("P1", MC, None)),
+    ((C.MERGE, C.MERGE, WS, C.DISJOINT, False), ("P1", MC, None)),
+    ((C.MERGE_NOLIT, C.MERGE, WS, C.DISJOINT, False), ("P2", CC, None)),
+    ((C.MERGE, C.MERGE_NOLIT, S, C.DISJOINT, False), ("P2", CC, None)),
+    ((C.OPTIMIZE, C.INSERT, S, C.UNPARTITIONED, False), ("M4", MC, None)),
+    ((C.INSERT, C.ZORDER, WS, C.UNPARTITIONED, False), ("M4", MC, None)),
+    ((C.OPTIMIZE, C.UPDATE, WS, C.UNPARTITIONED, False), ("M5", CC, None)),
+    ((C.UPDATE, C.OPTIMIZE, WS, C.UNPARTITIONED, True), ("M5", MC, None)),
+    ((C.ZORDER, C.UPDATE, WS, C.UNPARTITIONED, True), ("M5", CC, None)),
+    ((C.OPTIMIZE, C.OPTIMIZE, S, C.UNPARTITIONED, False), ("M6", CC, None)),
+    ((C.OPTIMIZE, C.OPTIMIZE, S, C.UNPARTITIONED, True), ("M6", MC, None)),
+    ((C.OPTIMIZE, C.ZORDER, S, C.SAME_PARTITION, True), ("M6", CC, None)),
+    ((C.OPTIMIZE, C.OPTIMIZE, S, C.DISJOINT, False), ("P1", MC, None)),
+    ((C.SET_PROPERTIES, C.INSERT, WS, C.UNPARTITIONED, False), ("C17", MX, frozenset({"E4"}))),
+    ((C.ADD_COLUMNS, C.OPTIMIZE, S, C.DISJOINT, False), ("C17", MX, frozenset({"E4"}))),
+    ((C.ADD_COLUMNS, C.SET_PROPERTIES, S, C.UNPARTITIONED, False), ("C17", MX, frozenset({"E4"}))),
+    ((C.INSERT, C.SET_PROPERTIES, S, C.UNPARTITIONED, False), ("C17", CC, None)),
+    ((C.APP_TXN, C.APP_TXN, WS, C.UNPARTITIONED, False), ("E5", MX, frozenset({"E5"}))),
+    ((C.APP_TXN, C.INSERT, S, C.UNPARTITIONED, False), ("M1", MC, None)),
+    ((C.CREATE, C.CREATE, S, C.UNPARTITIONED, False), ("E6", MX, frozenset({"E6"}))),
+]
+
+
+@pytest.mark.parametrize("cell,expected", EXPECTED, ids=[C.Cell(*c).id for c, _ in EXPECTED])
+def test_expectation_table(cell, expected):
+    assert _exp(*cell) == expected
+
+
+def test_every_cell_has_an_expectation_and_both_orders():
+    cells = C.all_cells()
+    ids = [c.id for c in cells]
+    assert len(ids) == len(set(ids))
+    for c in cells:
+        C.expectation(c)  # raises if no claim covers it
+        assert C.Cell(c.loser, c.winner, c.level, c.layout, c.dv).id in set(ids), c.id
+    claims = {C.expectation(c).claim for c in cells}
+    assert {"M1", "M2", "M3", "M4", "M5", "M6", "C16", "C17", "E5", "E6", "P1", "P2"} <= claims
+    assert {c.level for c in cells} == {S, WS}
+    assert {c.layout for c in cells} == set(C.LAYOUTS) and any(c.dv for c in cells)
+    with pytest.raises(NotImplementedError):
+        C.all_cells(row_level_concurrency=True)  # R-table: no engine declares it
+
+
+def test_select_cells():
+    cells = C.all_cells()
+    assert [c.id for c in select(cells, r"^unpartitioned/Serializable/insert>insert$")] == [
+        "unpartitioned/Serializable/insert>insert"]
+    with pytest.raises(HarnessError):
+        select(cells, "nothing-matches-this")
+    with pytest.raises(HarnessError):
+        select(cells, "(")
+
+
+# -- verdicts on synthetic observations ----------------------------------------------
+
+
+def _obs(loser: TxnResult, controlled: bool = True, added: int = 1, removed: int = 0, meta: bool = False,
+         winner: TxnResult | None = None, **kw) -> Observation:
+    return Observation(winner or TxnResult(COMMITTED, version=3), loser, controlled, "pin lost" if not controlled
+                       else "", added, removed, meta, **kw)
+
+
+def _failed(cls: str) -> TxnResult:
+    return TxnResult(FAILED, cls, "synthetic conflict")
+
+
+def _judge(cell: C.Cell, obs: Observation) -> str:
+    return judge(cell, C.expectation(cell), obs)[0]
+
+
+C16_S = C.Cell(C.INSERT, C.DELETE, S, C.UNPARTITIONED)
+M1 = C.Cell(C.INSERT, C.INSERT, WS, C.UNPARTITIONED)
+M3 = C.Cell(C.UPDATE, C.UPDATE, WS, C.UNPARTITIONED)
+C17 = C.Cell(C.SET_PROPERTIES, C.UPDATE, WS, C.UNPARTITIONED)
+
+
+def test_committed_must_conflict_is_safety():
+    assert _judge(C16_S, _obs(TxnResult(COMMITTED, version=4))) == SAFETY
+    assert _judge(C17, _obs(TxnResult(COMMITTED, version=4), added=0, meta=True)) == SAFETY
+
+
+def test_conflict_where_cannot_is_availability():
+    assert _judge(M1, _obs(_failed("ConcurrentAppendException"))) == AVAILABILITY
+    assert _judge(M1, _obs(_failed("commit-conflict-unclassified"))) == AVAILABILITY
+
+
+def test_exception_class():
+    # C16 names E1; E2 is the wrong class, an unclassified conflict names none.
+    assert _judge(C16_S, _obs(_failed("ConcurrentAppendException"))) == CONFORMS
+    assert _judge(C16_S, _obs(_failed("ConcurrentDeleteReadException"))) == EXCEPTION_CLASS
+    assert _judge(C16_S, _obs(_failed("commit-conflict-unclassified"))) == EXCEPTION_CLASS
+    assert _judge(C17, _obs(_failed("MetadataChangedException"), added=0, meta=True)) == CONFORMS
+    assert _judge(C17, _obs(_failed("ConcurrentDeleteReadException"), added=0, meta=True)) == EXCEPTION_CLASS
+    # By the winner's actions: it only added files -> E1 only.
+    assert _judge(M3, _obs(_failed("ConcurrentAppendException"), added=1, removed=0)) == CONFORMS
+    assert _judge(M3, _obs(_failed("ConcurrentDeleteReadException"), added=1, removed=0)) == EXCEPTION_CLASS
+    assert _judge(M3, _obs(_failed("ConcurrentDeleteDeleteException"), added=1, removed=1)) == CONFORMS
+
+
+def test_allowed_classes_follow_the_winner():
+    e = C.expectation(M3)
+    assert allowed_classes(M3, e, _obs(_failed("x"), added=1, removed=1)) == {"E1", "E2", "E3"}
+    assert allowed_classes(M3, e, _obs(_failed("x"), added=0, removed=1)) == {"E2", "E3"}
+    ins_loser = C.Cell(C.UPDATE, C.INSERT, S, C.UNPARTITIONED)  # a blind insert removes nothing: no E3
+    assert allowed_classes(ins_loser, C.expectation(ins_loser), _obs(_failed("x"), removed=1)) == {"E1", "E2"}
+
+
+def test_uncontrolled_never_passes():
+    for cell in (M1, M3, C16_S, C17):
+        for loser in (TxnResult(COMMITTED, version=4), _failed("ConcurrentAppendException"),
+                      _failed("MetadataChangedException")):
+            assert _judge(cell, _obs(loser, controlled=False)) == UNCONTROLLED
+
+
+def test_unsupported_error_and_can_conflict():
+    assert _judge(M3, _obs(TxnResult(UNSUPPORTED, "unsupported", "not implemented"))) == V_UNSUPPORTED
+    assert _judge(M3, _obs(TxnResult(COMMITTED), winner=TxnResult(UNSUPPORTED, "unsupported"))) == V_UNSUPPORTED
+    assert _judge(M3, _obs(TxnResult(ERROR, "not-a-conflict", "boom"))) == V_ERROR
+    assert _judge(M3, _obs(TxnResult(COMMITTED), winner=TxnResult(ERROR, "not-a-conflict"))) == V_ERROR
+    # can conflict: either outcome conforms, unless the committed table is wrong.
+    assert _judge(M3, _obs(TxnResult(COMMITTED, version=4))) == CONFORMS
+    assert _judge(M3, _obs(TxnResult(COMMITTED, version=4), data_violation="C15: lost update")) == SAFETY
+    assert _judge(M3, _obs(TxnResult(COMMITTED, version=4), checker_anomalies=["G-single (C15): ..."])) == SAFETY
+
+
+def test_observation_round_trips():
+    o = _obs(_failed("ConcurrentAppendException"), removed=2, table="/x", checker_anomalies=["a"])
+    assert Observation.from_json(json.loads(json.dumps(o.to_json()))) == o
+    assert o.observed() == "failed E1"
+    assert _obs(TxnResult(COMMITTED), controlled=False).observed() == "uncontrolled"
+
+
+# -- the model and the data check ------------------------------------------------------
+
+
+class _FakeLog:
+    """rows_at() of a log whose latest table is `rows`."""
+
+    latest_version = 4
+
+    def __init__(self, rows: list[tuple]):
+        self.rows = rows
+
+    def rows_at(self, version: int, columns: list[str]) -> pa.Table:
+        return pa.table({c: [r[i] for r in self.rows] for i, c in enumerate(columns)})
+
+
+def test_data_check_catches_lost_update_and_passes_serial():
+    cell = M3
+    w, l = plans(cell)
+    serial = apply(l, apply(w, initial_rows()))
+    obs = _obs(TxnResult(COMMITTED, version=4))
+    assert check_data(cell, obs, _FakeLog(serial)) is None
+    lost = apply(l, initial_rows())  # the loser overwrote the winner's update
+    why = check_data(cell, obs, _FakeLog(lost))
+    assert why and why.startswith("C15:") and "missing" in why
+
+
+def test_data_check_write_serializable_allows_reordering_serializable_does_not():
+    cell_ws = C.Cell(C.INSERT, C.DELETE_ALL, WS, C.UNPARTITIONED)
+    cell_s = C.Cell(C.INSERT, C.DELETE_ALL, S, C.UNPARTITIONED)
+    w, l = plans(cell_ws)
+    survived = apply(w, apply(l, initial_rows()))  # the insert "after" the delete (spec C16)
+    both = _obs(TxnResult(COMMITTED, version=4))
+    assert check_data(cell_ws, both, _FakeLog(survived)) is None
+    assert check_data(cell_s, both, _FakeLog(survived)).startswith("C14:")
+    # Loser failed: the table must be the winner's alone (C8).
+    failed = _obs(_failed("ConcurrentAppendException"))
+    assert check_data(cell_s, failed, _FakeLog(apply(w, initial_rows()))) is None
+    assert check_data(cell_s, failed, _FakeLog(survived + [initial_rows()[0]])).startswith("C8:")
+
+
+def test_model_doubled_rows_after_two_optimizes_is_no_serial_order():
+    cell = C.Cell(C.OPTIMIZE, C.OPTIMIZE, WS, C.UNPARTITIONED)
+    w, l = plans(cell)
+    outs = serial_outcomes(w, l, True, WS)
+    assert Counter(initial_rows() * 2) not in outs.values()
+    assert Counter(initial_rows()) in outs.values()
+
+
+def test_markdown_lists_every_cell_and_deviation():
+    cells = [M1, C16_S]
+    results = [CellResult(M1, C.expectation(M1), _obs(TxnResult(COMMITTED, version=4)), CONFORMS, ""),
+               CellResult(C16_S, C.expectation(C16_S), _obs(TxnResult(COMMITTED, version=4)), SAFETY, "committed")]
+    md = render_markdown("delta-rs", results, 1.0, {"deltalake": "x"})
+    assert "| M1 | insert + insert | insert first | WriteSerializable | unpartitioned | cannot conflict | committed | " \
+           "conforms |" in md
+    assert "- **C16** (1):" in md and f"`{C16_S.id}`: deviates-safety" in md
+    all_cells = md.split("## All cells")[1]
+    assert len([l for l in all_cells.splitlines() if l.startswith("| ") and "claim" not in l]) == len(cells)
+    assert "| C16 | 1 |  | 1 |" in md  # per claim: cells, conforms, deviates-safety, ...
+
+
+# -- delta-rs, real cells ----------------------------------------------------------------
+
+SAMPLE = [
+    C.Cell(C.INSERT, C.INSERT, S, C.UNPARTITIONED),
+    C.Cell(C.UPDATE, C.UPDATE, WS, C.SAME_PARTITION),
+    C.Cell(C.INSERT, C.DELETE_ALL, S, C.UNPARTITIONED),
+    C.Cell(C.INSERT, C.DELETE_ALL, WS, C.UNPARTITIONED),
+    C.Cell(C.UPDATE, C.INSERT, WS, C.DISJOINT),
+    C.Cell(C.OPTIMIZE, C.OPTIMIZE, WS, C.UNPARTITIONED),
+    C.Cell(C.OPTIMIZE, C.DELETE_ALL, WS, C.UNPARTITIONED),
+    C.Cell(C.SET_PROPERTIES, C.UPDATE, S, C.UNPARTITIONED),
+    C.Cell(C.APP_TXN, C.APP_TXN, WS, C.UNPARTITIONED),
+    C.Cell(C.CREATE, C.CREATE, S, C.UNPARTITIONED),
+    C.Cell(C.INSERT_SELECT, C.DELETE_ALL, WS, C.DISJOINT),
+]
+
+
+@pytest.fixture(scope="module")
+def deltars_sample(tmp_path_factory) -> list[list[CellResult]]:
+    pytest.importorskip("deltalake")
+    root = tmp_path_factory.mktemp("conformance")
+    return [run_cells("delta-rs", SAMPLE, root / f"r{i}", timeout=60) for i in range(5)]
+
+
+@pytest.mark.integration
+def test_deltars_cells_are_deterministic(deltars_sample):
+    outcomes = [[(r.cell.id, r.obs.observed(), r.verdict, r.obs.controlled) for r in rep] for rep in deltars_sample]
+    assert all(o == outcomes[0] for o in outcomes), outcomes
+    assert all(r.obs.controlled for r in deltars_sample[0]), [r.obs.control_note for r in deltars_sample[0]]
+
+
+@pytest.mark.integration
+def test_deltars_control_took_effect(deltars_sample):
+    for r in deltars_sample[0]:
+        if r.cell.winner == C.CREATE:
+            assert r.obs.winner.version == 0
+            continue
+        assert r.obs.winner.version == 3 and r.obs.winner.read_version == 2, r.cell.id
+        assert r.obs.loser.read_version == 2, r.cell.id
+        if r.obs.loser.status == COMMITTED:
+            assert r.obs.loser.version == 4, r.cell.id
+
+
+# What delta-rs 1.6.6 does, cell by cell: conforming cells, and the deviations
+# the harness must report (README Findings), each with its claim.
+DELTARS_VERDICTS = {
+    "unpartitioned/Serializable/insert>insert": (CONFORMS, "committed"),
+    "partitioned-same/WriteSerializable/update>update": (CONFORMS, "failed E1"),
+    # C16: predicate-less DELETE commits after the INSERT under Serializable.
+    "unpartitioned/Serializable/insert>delete-all": (SAFETY, "committed"),
+    "unpartitioned/WriteSerializable/insert>delete-all": (CONFORMS, "committed"),
+    # C9 / M2 / P1: a blind append fails after a DELETE/UPDATE of another partition.
+    "partitioned-disjoint/WriteSerializable/update>insert": (AVAILABILITY, "failed E2"),
+    # M6 / C8: two OPTIMIZEs both commit, every row twice.
+    "unpartitioned/WriteSerializable/optimize>optimize": (SAFETY, "committed"),
+    # M5 / C8: DELETE of every row after an OPTIMIZE commits; the rows survive.
+    "unpartitioned/WriteSerializable/optimize>delete-all": (SAFETY, "committed"),
+    "unpartitioned/Serializable/set-properties>update": (CONFORMS, "failed E4"),
+    "unpartitioned/WriteSerializable/app-txn>app-txn": (CONFORMS, "failed E5"),
+    # E6: both creators succeed.
+    "unpartitioned/Serializable/create>create": (SAFETY, "committed"),
+    # C15: INSERT ... SELECT and a predicate-less DELETE both commit; no serial order gives the table.
+    "partitioned-disjoint/WriteSerializable/insert-select>delete-all": (SAFETY, "committed"),
+}
+
+
+@pytest.mark.integration
+def test_deltars_deviations_are_reported(deltars_sample):
+    got = {r.cell.id: (r.verdict, r.obs.observed()) for r in deltars_sample[0]}
+    assert got == DELTARS_VERDICTS
+    by_id = {r.cell.id: r for r in deltars_sample[0]}
+    # The safety verdicts carry their evidence: the data check and the checker.
+    opt = by_id["unpartitioned/WriteSerializable/optimize>optimize"]
+    assert opt.obs.data_violation and "extra (id 1" in opt.obs.data_violation
+    c16 = by_id["unpartitioned/Serializable/insert>delete-all"]
+    assert any(a.startswith("history-order (C14)") for a in c16.obs.checker_anomalies), c16.obs.checker_anomalies
+    skew = by_id["partitioned-disjoint/WriteSerializable/insert-select>delete-all"]
+    assert skew.obs.data_violation and skew.obs.data_violation.startswith("C15:")
+    # A committed correct cell passes both checks.
+    ok = by_id["unpartitioned/WriteSerializable/insert>delete-all"]
+    assert ok.obs.data_violation is None and ok.obs.checker_verdict == "valid"
+
+
+@pytest.mark.integration
+def test_conformance_cli_delta_rs_full_matrix(results_dir):
+    r = run_cli("conformance", "--engine", "delta-rs", "--results-dir", str(results_dir), timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]  # delta-rs has safety deviations
+    (root,) = list((results_dir / "conformance-delta-rs").iterdir())
+    doc = json.loads((root / "conformance.json").read_text())
+    assert len(doc["cells"]) == len(C.all_cells())
+    assert doc["seconds"] <= 600, doc["seconds"]
+    counts = Counter(c["verdict"] for c in doc["cells"])
+    assert counts[SAFETY] > 0 and counts[CONFORMS] > 0
+    assert counts[UNCONTROLLED] == 0 and counts[V_ERROR] == 0, [c["why"] for c in doc["cells"]
+                                                                 if c["verdict"] in (UNCONTROLLED, V_ERROR)]
+    for c in doc["cells"]:
+        assert {"claim", "winner", "loser", "level", "layout", "expected", "observed", "verdict"} <= set(c)
+    md = (root / "conformance.md").read_text()
+    assert md.split("## All cells")[1].count("\n| ") - 1 == len(doc["cells"])
+    assert "`unpartitioned/Serializable/create>create`: deviates-safety" in md
+    assert f"{len(doc['cells'])} cells" in r.stdout
+
+
+def test_conformance_cli_bad_input(results_dir):
+    r = run_cli("conformance", "--engine", "nosuch", "--results-dir", str(results_dir), timeout=60)
+    assert r.returncode == 2 and "unknown engine 'nosuch'" in r.stderr
+    r = run_cli("conformance", "--engine", "delta-rs", "--cells", "(", "--results-dir", str(results_dir), timeout=60)
+    assert r.returncode == 2 and "bad regular expression" in r.stderr
+
+
+def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
+    from harness.conformance.runner import CellWorker, _error_obs
+
+    w = CellWorker("nosuch-engine", tmp_path)
+    try:
+        reply = w.run(M1, tmp_path, timeout=60)
+    finally:
+        w.stop()
+    assert "died" in reply["error"]
+    obs = _error_obs(reply["error"])
+    assert judge(M1, C.expectation(M1), obs)[0] == UNCONTROLLED
