@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import harness  # noqa: F401  (before any test imports gRPC: see harness/__init__.py)
+
 REPO = Path(__file__).resolve().parent.parent
 
 
