@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterable
 
 import pytest
 
@@ -23,6 +24,21 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None)
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def still_running(pids: Iterable[int]) -> list[int]:
+    """Those of `pids` still alive; a zombie counts as gone (it has exited,
+    only its exit status waits to be collected)."""
+    import psutil
+
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
 
 
 def load_results(run_dir: Path) -> dict:

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from harness.matrix import _supported
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, still_running
 
 
 def test_supported_says_which_ops_the_engine_could_not_run() -> None:
@@ -72,5 +72,5 @@ def test_interrupting_the_matrix_stops_its_cells(sig: int, tmp_path: Path) -> No
             proc.wait()
     assert proc.returncode == 130, out + err
     time.sleep(0.5)
-    leftover = [p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    leftover = still_running(children)
     assert leftover == [], f"processes left after {sig}: {leftover}"

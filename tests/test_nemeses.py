@@ -28,7 +28,7 @@ from nemeses.pause import PauseNemesis
 from nemeses.process import KillNemesis
 from nemeses.s3 import PartitionNemesis, UnsafePutNemesis
 from nemeses.schedule import NemesisSchedule
-from tests.conftest import REPO, load_results, only_run_dir, run_cli
+from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
 from tests.synth import SynthRun
 
 # --- fakes -------------------------------------------------------------------------
@@ -459,7 +459,7 @@ def nemesis_run(results_dir: Path, *args: str, timeout: float = 400,
             proc.wait()
     t.join(5)
     time.sleep(0.5)
-    leftover = [p for p in seen if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    leftover = still_running(seen)
     assert leftover == [], f"processes left after the run: {leftover}"
     assert seen, "the run started no child process"
     return proc.returncode, out + err, only_run_dir(results_dir), seen

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import REPO, load_results, only_run_dir, run_cli
+from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +92,7 @@ def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_d
             proc.wait()
     assert proc.returncode == 130, out + err
     time.sleep(0.5)
-    leftover = [p for p in children if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    leftover = still_running(children)
     assert leftover == [], f"processes left after SIGINT: {leftover}"
     run_dir = hist.parent
     res = run_cli("check", str(run_dir))

@@ -65,7 +65,7 @@ class AppTxnWorkload(Workload):
         recent = self._recent.setdefault(gen.slot, [])
         r = gen.rng.random()
         if r < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         if recent and r < READ_FRACTION + RETRY_FRACTION:
             orig_id, orig = gen.rng.choice(recent)
             return OpSpec("write", op_id, {"app_id": orig["app_id"], "txn_version": orig["txn_version"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.engines.base import Column, EngineClient, OpResult, TableSpec
-from workloads.base import OpSpec, SlotGenerator, Workload
+from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 # Row ids are unique across the run: slot-major, then op sequence, then row.
 _SLOT_STRIDE = 10**12
@@ -37,7 +37,7 @@ class AppendWorkload(Workload):
 
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
-        via = gen.rng.choice(("sql", "dataframe"))
+        via = gen.rng.choice(VIAS)
         if gen.rng.random() < READ_FRACTION:
             return OpSpec("read", op_id, {"via": via})
         n = gen.rng.randint(1, MAX_BATCH)

@@ -47,7 +47,7 @@ class BankWorkload(Workload):
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
         if gen.rng.random() < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         a, b = gen.rng.sample(range(ACCOUNTS), 2)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         return OpSpec("transfer", op_id, {"from": a, "to": b, "amount": gen.rng.randint(1, MAX_TRANSFER),

@@ -29,6 +29,10 @@ class OpSpec:
         return {"f": self.f, "id": self.id, "value": self.value}
 
 
+# How a read or write reaches the engine: SQL text or the DataFrame API.
+VIAS = ("sql", "dataframe")
+
+
 class SlotGenerator:
     """Per-slot RNG and sequence: a slot's op stream depends only on the seed."""
 
@@ -72,6 +76,11 @@ class Workload(ABC):
         """Ops the harness runs (as process "setup") after creating the table,
         e.g. loading initial rows."""
         return []
+
+    @staticmethod
+    def read_op(gen: SlotGenerator, op_id: str) -> OpSpec:
+        """A whole-table read, through SQL or the DataFrame API at random."""
+        return OpSpec("read", op_id, {"via": gen.rng.choice(VIAS)})
 
     def primitive(self, f: str) -> str:
         return self.primitives.get(f, f)

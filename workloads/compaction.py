@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.engines.base import Column, EngineClient, OpResult, TableSpec
 from workloads.append import row_id
-from workloads.base import OpSpec, SlotGenerator, Workload
+from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 KEY_SPACE = 16
 MAX_BATCH = 3
@@ -51,12 +51,12 @@ class CompactionWorkload(Workload):
         f = next(name for name, upto in _MIX if r < upto)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         if f == "read":
-            return OpSpec("read", op_id, {"via": rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         if f == "append":
             n = rng.randint(1, MAX_BATCH)
             return OpSpec("append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
                                             "keys": [rng.randrange(KEY_SPACE) for _ in range(n)],
-                                            "via": rng.choice(("sql", "dataframe"))})
+                                            "via": rng.choice(VIAS)})
         if f == "update":
             return OpSpec("update", op_id, {"key": rng.randrange(KEY_SPACE), "value": row_id(slot + 1, gen.seq, 0)})
         if f == "delete":

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.engines.base import Column, EngineClient, OpResult, TableSpec
 from workloads.append import row_id
-from workloads.base import OpSpec, SlotGenerator, Workload
+from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 KEY_SPACE = 64
 MAX_RANGE = 16
@@ -42,7 +42,7 @@ class DeleteInsertWorkload(Workload):
         op_id = gen.next_id()
         r = gen.rng.random()
         if r < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         if r < READ_FRACTION + DELETE_FRACTION:
             lo = gen.rng.randrange(KEY_SPACE)
             return OpSpec("delete", op_id, {"predicate": [lo, min(KEY_SPACE - 1, lo + gen.rng.randrange(MAX_RANGE))]})
@@ -50,7 +50,7 @@ class DeleteInsertWorkload(Workload):
         n = gen.rng.randint(1, MAX_BATCH)
         return OpSpec("insert", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
                                         "keys": [gen.rng.randrange(KEY_SPACE) for _ in range(n)],
-                                        "via": gen.rng.choice(("sql", "dataframe"))})
+                                        "via": gen.rng.choice(VIAS)})
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]

@@ -78,7 +78,7 @@ class ListAppendWorkload(Workload):
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
         if gen.rng.random() < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         keys = sorted(gen.rng.sample(range(KEYS), gen.rng.randint(1, MAX_KEYS_PER_TXN)))
         return OpSpec("append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(len(keys))],

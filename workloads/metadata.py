@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.engines.base import Column, EngineClient, OpResult, TableSpec
 from workloads.append import row_id
-from workloads.base import OpSpec, SlotGenerator
+from workloads.base import VIAS, OpSpec, SlotGenerator
 from workloads.register import KEYS, RegisterWorkload
 
 MAX_BATCH = 3
@@ -59,7 +59,7 @@ class MetadataWorkload(RegisterWorkload):
         slot = gen.slot if isinstance(gen.slot, int) else 0
         r = gen.rng.random()
         if r < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         r -= READ_FRACTION
         if r < UPDATE_FRACTION:
             rid = row_id(slot + 1, gen.seq, 0)
@@ -72,7 +72,7 @@ class MetadataWorkload(RegisterWorkload):
             return OpSpec("add-column", op_id, {"columns": [[column_name(op_id), "STRING"]]})
         n = gen.rng.randint(1, MAX_BATCH)
         return OpSpec("append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
-                                        "via": gen.rng.choice(("sql", "dataframe"))})
+                                        "via": gen.rng.choice(VIAS)})
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f, op_id = op["value"], op["f"], op["id"]

@@ -26,7 +26,7 @@ from typing import Any
 
 from harness.engines.base import Column, EngineClient, OpResult, TableSpec
 from workloads.append import row_id
-from workloads.base import OpSpec, SlotGenerator, Workload
+from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
 COUNTRIES = ("pt", "de")
@@ -94,14 +94,14 @@ class PartitionedWorkload(Workload):
         r = rng.random()
         f = next(name for name, upto in _MIX if r < upto)
         if f == "read":
-            return OpSpec("read", op_id, {"via": rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         p = rng.randrange(len(PARTITIONS))
         slot = gen.slot if isinstance(gen.slot, int) else 0
         value: dict[str, Any] = {"partition": list(PARTITIONS[p])}
         if f == "append":
             n = rng.randint(1, MAX_BATCH)
             value.update(ids=[partition_id(p, row_id(slot + 1, gen.seq, j)) for j in range(n)],
-                         via=rng.choice(("sql", "dataframe")))
+                         via=rng.choice(VIAS))
             return OpSpec("append", op_id, value)
         value["variant"] = rng.choice(VARIANTS)
         if f == "update":

@@ -45,7 +45,7 @@ class RegisterWorkload(Workload):
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
         if gen.rng.random() < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         rid = row_id(slot + 1, gen.seq, 0)
         return OpSpec("write", op_id, {"key": gen.rng.randrange(KEYS), "ids": [rid], "value": rid})

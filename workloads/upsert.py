@@ -46,7 +46,7 @@ class UpsertWorkload(Workload):
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
         if gen.rng.random() < READ_FRACTION:
-            return OpSpec("read", op_id, {"via": gen.rng.choice(("sql", "dataframe"))})
+            return self.read_op(gen, op_id)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         # Distinct keys: a target row matched by two source rows is an error.
         keys = sorted(gen.rng.sample(range(KEYS), gen.rng.randint(1, MAX_BATCH)))
