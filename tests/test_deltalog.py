@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.deltalog import Commit, TransactionLog, copy_table, read_log
+from harness.procs import venv_bin
 
-MOTO = "/work/venv/bin/moto_server"
+MOTO = venv_bin("moto_server")
 BUCKET = "dj-test"
 
 
