@@ -92,3 +92,26 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
     print(f"  target overhead p50 <= {TARGET_OVERHEAD_P50_MS} ms: {'met' if ok1 else 'MISSED'}; "
           f"target throughput >= {TARGET_THROUGHPUT_RATIO:.0%} of bare: {'met' if ok2 else 'MISSED'}")
     return 0
+
+
+def bench_startup(engine_names: list[str], nodes: int, repeat: int) -> int:
+    """Seconds from `start_nodes` to every node answering, per engine, on
+    local storage (the store plays no part in a node's start)."""
+    print(f"bench-startup: {nodes} node(s) per start, {repeat} start(s) per engine, local storage")
+    for name in engine_names:
+        engine = make_engine(name)
+        times = []
+        with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:
+            storage = open_storage("local", Path(tmp))
+            if hasattr(engine, "prepare"):
+                engine.prepare(storage)  # the one-time jar fetch is not start-up
+            for i in range(repeat):
+                t = time.perf_counter()
+                try:
+                    engine.start_nodes(nodes, storage, Path(tmp) / f"logs-{i}", 180)
+                    times.append(time.perf_counter() - t)
+                finally:
+                    engine.stop_nodes()
+        print(f"  {name:<12} median {statistics.median(times):6.1f} s   min {min(times):6.1f} s   "
+              f"max {max(times):6.1f} s")
+    return 0

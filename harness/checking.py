@@ -155,6 +155,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
                 "problems": [p.__dict__ for p in log.problems]},
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
+        "commit_protocols": spec.get("commit_protocols") or {},
         "check_seconds": round(time.monotonic() - t0, 3),
     }
     summary = render_summary(run_dir, verdict, results, hstats, doc, run)
@@ -240,6 +241,8 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
         if nem["not_applied"]:
             line += "; not applied: " + ", ".join(f"{k} x{v}" for k, v in sorted(nem["not_applied"].items()))
         lines.append(line + ("; healed before the final phase" if nem["healed"] else "; NOT healed"))
+    for engine, protocol in (doc.get("commit_protocols") or {}).items():
+        lines.append(f"commit protocol: {engine}: {protocol}")
     if doc["log"].get("isolation_levels"):
         lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
     if h["error_classes"]:

@@ -39,6 +39,15 @@ def _positive(kind: type) -> object:
     return parse
 
 
+def _spark_options(p: argparse.ArgumentParser) -> None:
+    from harness.engines.deltaspark import LOG_STORES
+
+    p.add_argument("--log-store", default="default", help=f"delta-spark's commit protocol on S3: {', '.join(LOG_STORES)} "
+                   "(default: delta-spark's own default for s3a, S3SingleDriverLogStore)")
+    p.add_argument("--spark-jars", default=None, help="a directory of Delta's jars for delta-spark, instead of fetching "
+                   "them from Maven Central (default $DJ_SPARK_JARS; `delta-jepsen jars --dest DIR` fills one)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness.engines import ENGINE_NAMES
     from harness.storage import STORAGE_KINDS
@@ -49,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
     r = sub.add_parser("run", help="run a test and check it (the default command)")
     r.add_argument("--workload", default="append", help=f"one of: {', '.join(WORKLOAD_NAMES)} (default append)")
-    r.add_argument("--engine", default="sail", help=f"one of: {', '.join(ENGINE_NAMES)} (default sail), or several "
-                   "comma-separated (mixed mode: their clients share the table)")
+    r.add_argument("--engine", default="delta-spark", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark), "
+                   "or several comma-separated (mixed mode: their clients share the table)")
     r.add_argument("--storage", default="s3", help=f"one of: {', '.join(STORAGE_KINDS)} (default s3: embedded moto)")
     r.add_argument("--nodes", type=_positive(int), default=2, help="engine nodes, e.g. Sail servers (default 2)")
     r.add_argument("--concurrency", type=_positive(int), default=4, help="client worker processes (default 4)")
@@ -68,14 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--s3-bucket", default=None, help="--storage external-s3: bucket (default $DJ_S3_BUCKET)")
     r.add_argument("--s3-proxy", action="store_true", help="route clients through the S3 fault proxy "
                    "(stats in logs/s3proxy-stats.json)")
+    _spark_options(r)
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
     c = sub.add_parser("check", help="re-run the checkers on a stored run, without any engine")
     c.add_argument("run_dir", help="a run folder, e.g. results/latest")
     c.add_argument("--json", action="store_true", help="print results.json instead of the summary")
     b = sub.add_parser("bench-overhead", help="the harness's own per-op cost next to a bare loop")
-    b.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-rs)")
+    b.add_argument("--engine", default="delta-spark", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark)")
     b.add_argument("--storage", default="local", help="local or s3 (default local)")
     b.add_argument("--ops", type=_positive(int), default=300, help="ops per measurement (default 300)")
+    bs = sub.add_parser("bench-startup", help="seconds until engine nodes answer (delta-spark JVMs next to Sail servers)")
+    bs.add_argument("--engines", default="delta-spark,sail", help="comma-separated (default delta-spark,sail)")
+    bs.add_argument("--nodes", type=_positive(int), default=2, help="nodes started at once (default 2)")
+    bs.add_argument("--repeat", type=_positive(int), default=3, help="starts per engine (default 3)")
     bc = sub.add_parser("bench-checker", help="the serializability analysis on simulated histories (10k..1M)")
     bc.add_argument("--sizes", default="10000,100000,1000000", help="transaction counts (default 10000,100000,1000000)")
     bc.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
@@ -103,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
     sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
+    j = sub.add_parser("jars", help="fetch delta-spark's jars from Maven Central into the cache (and copy them to a "
+                       "directory for offline machines)")
+    j.add_argument("--features", default="delta,s3", help="comma-separated: delta, s3, dynamodb (default delta,s3)")
+    j.add_argument("--dest", default=None, help="copy the jars here (use it later with --spark-jars DIR)")
     from harness.conformance.runner import add_parser as add_conformance
 
     add_conformance(sub)
@@ -144,7 +162,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         s3_endpoint=args.s3_endpoint,
         s3_bucket=args.s3_bucket,
         s3_proxy=args.s3_proxy or bool(PROXY_NEMESES & set(nemesis)),
+        log_store=args.log_store,
+        spark_jars=args.spark_jars,
     )
+    from harness.engines.deltaspark import LOG_STORES
+
+    if args.log_store not in LOG_STORES:
+        raise HarnessError(f"unknown --log-store {args.log_store!r}; valid: {', '.join(LOG_STORES)}")
+    if args.spark_jars and not Path(args.spark_jars).is_dir():
+        raise HarnessError(f"--spark-jars {args.spark_jars}: no such directory")
     from harness.procs import install_signal_handlers
 
     install_signal_handlers()
@@ -191,6 +217,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_jars(args: argparse.Namespace) -> int:
+    import shutil
+
+    from harness.engines.jars import print_progress, resolve
+
+    jars = resolve([f.strip() for f in args.features.split(",") if f.strip()], progress=print_progress)
+    for p in jars.jars:
+        print(p)
+    if args.dest:
+        dest = Path(args.dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        for p in jars.jars:
+            shutil.copy2(p, dest / p.name)
+        print(f"copied {len(jars.jars)} jars to {dest}", file=sys.stderr)
+    return 0
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     import time
 
@@ -222,6 +265,13 @@ def cmd_bench_overhead(args: argparse.Namespace) -> int:
     from harness.bench import bench_overhead
 
     return bench_overhead(args.engine, args.storage, args.ops)
+
+
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    from harness.bench import bench_startup
+    from harness.engines import parse_engine_list
+
+    return bench_startup(list(parse_engine_list(args.engines)), args.nodes, args.repeat)
 
 
 def cmd_bench_checker(args: argparse.Namespace) -> int:
@@ -270,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
                 "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check, "matrix": cmd_matrix,
-                "bench-proxy": cmd_bench_proxy, "conformance": _cmd_conformance}
+                "bench-proxy": cmd_bench_proxy, "conformance": _cmd_conformance, "jars": cmd_jars,
+                "bench-startup": cmd_bench_startup}
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:

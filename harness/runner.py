@@ -74,7 +74,9 @@ class Runner:
         self.progress = progress or Progress(spec.time_limit, enabled=False)
         self.workload: Workload = make_workload(spec.workload, spec.seed, spec.isolation)
         # A mixed-engine run lists several engines; the first creates the table.
-        self.engines: list[Engine] = [make_engine(n) for n in parse_engine_list(spec.engine)]
+        self.engines: list[Engine] = [make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars,
+                                                  progress=self.progress.message)
+                                      for n in parse_engine_list(spec.engine)]
         self.engine: Engine = self.engines[0]
         self.node_engine: dict[str, Engine] = {}
         self.table: TableSpec = self.workload.table()
@@ -246,6 +248,7 @@ class Runner:
             "checkers": list(self.workload.checkers),
             "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
             "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
+            "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},
             "nodes": [{"name": n.name, "engine": n.engine, "pid": n.pid, "log": n.log} for n in self.nodes],
             "versions": package_versions({k: v for e in self.engines for k, v in e.versions().items()}),
         }

@@ -13,7 +13,7 @@ ISOLATION_LEVELS = ("Serializable", "WriteSerializable")
 @dataclass
 class RunSpec:
     workload: str = "append"
-    engine: str = "sail"
+    engine: str = "delta-spark"
     storage: str = "s3"
     nodes: int = 2
     concurrency: int = 4
@@ -29,6 +29,11 @@ class RunSpec:
     s3_bucket: str | None = None
     # The S3 fault proxy between clients and store (harness/s3proxy.py).
     s3_proxy: bool = False
+    # delta-spark's commit protocol on S3 (harness.engines.deltaspark.LOG_STORES).
+    log_store: str = "default"
+    # A directory of jars for delta-spark instead of Maven Central (not part
+    # of the re-run command: a path of one machine).
+    spark_jars: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +64,8 @@ class RunSpec:
             args += ["--s3-bucket", self.s3_bucket]
         if self.s3_proxy:
             args += ["--s3-proxy"]
+        if self.log_store != "default":
+            args += ["--log-store", self.log_store]
         return shlex.join(args)
 
 

@@ -11,7 +11,9 @@ from tests.conftest import run_cli
     "args, needle",
     [
         (["run", "--workload", "nope"], "valid: append, register, bank, delete-insert"),
-        (["run", "--engine", "nope"], "valid: sail, delta-rs"),
+        (["run", "--engine", "nope"], "valid: delta-spark, sail, delta-rs"),
+        (["run", "--log-store", "nope"], "valid: default, dynamodb"),
+        (["run", "--spark-jars", "/nonexistent/jars", "--storage", "local"], "no such directory"),
         (["run", "--nemesis", "nope"], "valid: none"),
         (["run", "--storage", "nope"], "valid: s3, local, external-s3"),
         (["run", "--isolation", "Snapshot"], "valid: Serializable, WriteSerializable"),

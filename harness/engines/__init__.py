@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.engines.base import Engine, EngineClient, ClientConfig
 from harness.procs import HarnessError
 
-ENGINE_NAMES = ("sail", "delta-rs")
+ENGINE_NAMES = ("delta-spark", "sail", "delta-rs")
 
 
 def parse_engine_list(spec: str) -> tuple[str, ...]:
-    """`sail` or a mixed-engine list `sail,delta-rs`: clients of every listed
+    """`delta-spark` or a mixed-engine list `delta-spark,delta-rs`: clients of every listed
     engine share the one table (the first listed creates it)."""
     names = tuple(n.strip() for n in spec.split(",") if n.strip())
     bad = [n for n in names if n not in ENGINE_NAMES]
@@ -21,7 +23,13 @@ def parse_engine_list(spec: str) -> tuple[str, ...]:
     return names
 
 
-def make_engine(name: str) -> Engine:
+def make_engine(name: str, **options: Any) -> Engine:
+    """`options` reach the engines that take them (delta-spark: log_store,
+    jar_dir, progress); the others ignore them."""
+    if name == "delta-spark":
+        from harness.engines.deltaspark import DeltaSparkEngine
+
+        return DeltaSparkEngine(**{k: v for k, v in options.items() if k in ("log_store", "jar_dir", "progress")})
     if name == "sail":
         from harness.engines.sail import SailEngine
 
@@ -34,6 +42,11 @@ def make_engine(name: str) -> Engine:
 
 
 def make_client(config: ClientConfig) -> EngineClient:
+    if config.engine == "delta-spark":
+        from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES
+        from harness.engines.spark import DeltaSparkClient
+
+        return DeltaSparkClient(config, "delta-spark", DELTA_SPARK_CAPABILITIES)
     if config.engine == "sail":
         from harness.engines.sail import SAIL_CAPABILITIES
         from harness.engines.spark import SparkConnectClient

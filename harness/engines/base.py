@@ -244,3 +244,11 @@ class Engine(ABC):
     def versions(self) -> dict[str, str]:
         """Package versions of the engine, for spec.json."""
         return {}
+
+    def commit_protocol(self, storage: Storage) -> str:
+        """How this engine makes a commit atomic on `storage` (spec C4): two
+        engines sharing a table are safe together only if they use one
+        primitive. Recorded in spec.json and the summary."""
+        if storage.kind == "local":
+            return "create-if-absent of the commit file on the local file system"
+        return "put-if-absent on the object store (If-None-Match: * on the commit PUT)"

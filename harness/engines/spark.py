@@ -17,6 +17,11 @@ from harness.engines.errors import Classified, classify_spark
 TABLE_NAME = "dj_table"
 
 
+def spark_uri(uri: str) -> str:
+    """Hadoop's S3 connector is s3a://; the table is the same object."""
+    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+
+
 def sql_literal(v: Any) -> str:
     if v is None:
         return "NULL"
@@ -67,17 +72,32 @@ class SparkConnectClient(EngineClient):
     def _sql(self, stmt: str) -> list[Any]:
         return self.spark.sql(stmt).collect()
 
+    # How SQL names the client's table: a per-session catalog name (Sail
+    # keeps a catalog per session), or delta.`<uri>` for backends whose
+    # catalog all sessions share.
+    path_identifiers = False
+
+    @property
+    def table_ref(self) -> str:
+        if self.path_identifiers:
+            return "delta.`" + self.config.table_uri.replace("`", "``") + "`"
+        return TABLE_NAME
+
+    def _tag(self, op_id: str) -> None:
+        """Name the op in the commit's commitInfo, where the backend can."""
+
     def _register(self) -> None:
-        if not self._registered:
+        if not self._registered and not self.path_identifiers:
             self._sql(f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} USING delta LOCATION {sql_literal(self.config.table_uri)}")
             self._registered = True
 
     def create_table(self, table: TableSpec) -> OpResult:
         cols = ", ".join(f"{c.name} {c.type}" for c in table.columns)
-        stmt = f"CREATE TABLE {TABLE_NAME} ({cols}) USING delta"
+        stmt = f"CREATE TABLE {self.table_ref} ({cols}) USING delta"
         if table.partition_by:
             stmt += f" PARTITIONED BY ({', '.join(table.partition_by)})"
-        stmt += f" LOCATION {sql_literal(self.config.table_uri)}"
+        if not self.path_identifiers:
+            stmt += f" LOCATION {sql_literal(self.config.table_uri)}"
         if table.properties:
             props = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in table.properties)
             stmt += f" TBLPROPERTIES ({props})"
@@ -102,7 +122,8 @@ class SparkConnectClient(EngineClient):
     def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
         if via == "sql":
             self._register()
-            self._sql(f"INSERT INTO {TABLE_NAME} ({', '.join(table.column_names())}) VALUES {sql_values(rows)}")
+            self._tag(op_id)
+            self._sql(f"INSERT INTO {self.table_ref} ({', '.join(table.column_names())}) VALUES {sql_values(rows)}")
         else:
             schema = ", ".join(f"{c.name} {c.type}" for c in table.columns)
             df = self.spark.createDataFrame(rows, schema)
@@ -112,15 +133,17 @@ class SparkConnectClient(EngineClient):
 
     def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
         self._register()
+        self._tag(op_id)
         sets = ", ".join(f"{col} = {expr}" for col, expr in assignments.items())
-        rows = self._sql(f"UPDATE {TABLE_NAME} SET {sets} WHERE {where}")
+        rows = self._sql(f"UPDATE {self.table_ref} SET {sets} WHERE {where}")
         # Spark returns the number of affected rows where the backend says it.
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"updated": count})
 
     def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
         self._register()
-        rows = self._sql(f"DELETE FROM {TABLE_NAME} WHERE {where}")
+        self._tag(op_id)
+        rows = self._sql(f"DELETE FROM {self.table_ref} WHERE {where}")
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"deleted": count})
 
@@ -128,10 +151,11 @@ class SparkConnectClient(EngineClient):
               when_matched_set: dict[str, str] | None, insert_values: dict[str, str] | None,
               op_id: str) -> OpResult:
         self._register()
+        self._tag(op_id)
         # Sail rejects column aliases on a MERGE source (`s(a, b)`), so the
         # names go on an inner VALUES instead.
         src = f"(SELECT * FROM VALUES {sql_values(source_rows)} AS src({', '.join(source_columns)})) s"
-        stmt = f"MERGE INTO {TABLE_NAME} t USING {src} ON {on}"
+        stmt = f"MERGE INTO {self.table_ref} t USING {src} ON {on}"
         if when_matched_set:
             stmt += " WHEN MATCHED THEN UPDATE SET " + ", ".join(f"{c} = {e}" for c, e in when_matched_set.items())
         if insert_values:
@@ -143,7 +167,8 @@ class SparkConnectClient(EngineClient):
 
     def insert_select(self, columns: list[str], select_sql: str, match_on: list[str], op_id: str) -> OpResult:
         self._register()
-        rows = self._sql(f"INSERT INTO {TABLE_NAME} ({', '.join(columns)}) {select_sql.format(table=TABLE_NAME)}")
+        self._tag(op_id)
+        rows = self._sql(f"INSERT INTO {self.table_ref} ({', '.join(columns)}) {select_sql.format(table=self.table_ref)}")
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"inserted": count})
 
@@ -151,7 +176,8 @@ class SparkConnectClient(EngineClient):
         # Only reached on backends whose capabilities list "optimize" (delta-spark);
         # Sail 0.7 cannot parse OPTIMIZE, so its capabilities leave it out.
         self._register()
-        stmt = f"OPTIMIZE {TABLE_NAME}"
+        self._tag(op_id)
+        stmt = f"OPTIMIZE {self.table_ref}"
         if zorder_by:
             stmt += f" ZORDER BY ({', '.join(zorder_by)})"
         self._sql(stmt)
@@ -159,14 +185,16 @@ class SparkConnectClient(EngineClient):
 
     def set_properties(self, props: dict[str, str], op_id: str) -> OpResult:
         self._register()
+        self._tag(op_id)
         pairs = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in props.items())
-        self._sql(f"ALTER TABLE {TABLE_NAME} SET TBLPROPERTIES ({pairs})")
+        self._sql(f"ALTER TABLE {self.table_ref} SET TBLPROPERTIES ({pairs})")
         return OpResult()
 
     def add_columns(self, columns: list[Column], op_id: str) -> OpResult:
         # Sail 0.7.2: "unsupported ALTER TABLE operation"; not in its capabilities.
         self._register()
-        self._sql(f"ALTER TABLE {TABLE_NAME} ADD COLUMNS ({', '.join(f'{c.name} {c.type}' for c in columns)})")
+        self._tag(op_id)
+        self._sql(f"ALTER TABLE {self.table_ref} ADD COLUMNS ({', '.join(f'{c.name} {c.type}' for c in columns)})")
         return OpResult()
 
     def append_idempotent(self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int,
@@ -184,7 +212,7 @@ class SparkConnectClient(EngineClient):
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         if via == "sql":
             self._register()
-            df = self.spark.sql(f"SELECT {', '.join(columns)} FROM {TABLE_NAME}")
+            df = self.spark.sql(f"SELECT {', '.join(columns)} FROM {self.table_ref}")
         else:
             df = self.spark.read.format("delta").load(self.config.table_uri).select(*columns)
         t = df.toArrow()
@@ -192,3 +220,28 @@ class SparkConnectClient(EngineClient):
 
     def classify(self, exc: BaseException) -> Classified:
         return classify_spark(exc)
+
+
+class DeltaSparkClient(SparkConnectClient):
+    """delta-spark (a JVM Spark Connect server, or a remote cluster with
+    Delta configured). Its catalog is shared by every session of a server,
+    so SQL names tables by path; and each write names its op in
+    commitInfo.userMetadata, where the checkers find it beside the
+    commit's readVersion."""
+
+    USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+    path_identifiers = True
+
+    def _tag(self, op_id: str) -> None:
+        self.spark.conf.set(self.USER_METADATA, op_id)
+
+    def at(self, table_uri: str) -> "EngineClient":
+        return super().at(spark_uri(table_uri))
+
+    def create_table(self, table: TableSpec) -> OpResult:
+        # The session's op id of an earlier write must not name this commit.
+        self.spark.conf.unset(self.USER_METADATA)
+        return super().create_table(table)
+
+    def create_table_at(self, uri: str, table: TableSpec, op_id: str) -> OpResult:
+        return super().create_table_at(spark_uri(uri), table, op_id)

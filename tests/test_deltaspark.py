@@ -1,0 +1,124 @@
+"""delta-spark on a Spark Connect JVM: its jars, its nodes, its client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.engines.jars import Versions, resolve
+from harness.procs import HarnessError
+from tests.conftest import still_running
+
+PINS = Versions(spark="4.0.5", scala="2.13", hadoop="3.4.1", delta="4.0.1")
+
+
+def test_coordinates_follow_the_pins() -> None:
+    assert PINS.coordinates(["delta"]) == ["io.delta:delta-spark_2.13:4.0.1", "io.delta:delta-storage:4.0.1"]
+    assert PINS.coordinates(["s3"])[-1] == "org.apache.hadoop:hadoop-aws:3.4.1"
+    assert "io.delta:delta-storage-s3-dynamodb:4.0.1" in PINS.coordinates(["dynamodb"])
+    # Another pin gives other coordinates (and so another cache key): a jar
+    # of the old release can never be picked up.
+    newer = Versions(spark="4.1.0", scala="2.13", hadoop="3.4.2", delta="4.1.0")
+    assert set(newer.coordinates(["s3"])).isdisjoint(PINS.coordinates(["s3"]))
+
+
+def test_a_stale_jar_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "delta-spark_2.13-3.3.0.jar").write_bytes(b"")
+    (tmp_path / "delta-storage-3.3.0.jar").write_bytes(b"")
+    with pytest.raises(HarnessError) as e:
+        resolve(["delta"], jar_dir=tmp_path)
+    assert "lacks delta-spark_2.13-" in str(e.value) and "delta-spark_2.13-3.3.0.jar" in str(e.value)
+
+
+def test_a_missing_jar_directory_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="no such directory"):
+        resolve(["delta"], jar_dir=tmp_path / "nope")
+
+
+@pytest.mark.integration
+def test_fetched_jars_are_cached_and_a_directory_of_them_works_offline(tmp_path: Path) -> None:
+    fetched = resolve(["s3"])
+    names = {p.name for p in fetched.jars}
+    v = Versions.installed()
+    assert f"delta-spark_{v.scala}-{v.delta}.jar" in names and f"hadoop-aws-{v.hadoop}.jar" in names
+    assert not any(n.startswith(("scala-library", "jackson-")) for n in names), "Spark's own jars win"
+    again = resolve(["s3"])
+    assert again.jars == fetched.jars
+    # An offline machine: the same jars copied into a directory.
+    d = tmp_path / "jars"
+    d.mkdir()
+    for p in fetched.jars:
+        os.symlink(p, d / p.name)
+    local = resolve(["s3"], jar_dir=d)
+    assert {p.name for p in local.jars} == names and local.describe()["source"] == "local directory"
+
+
+@pytest.fixture(scope="module")
+def local_node(tmp_path_factory):
+    from harness.engines.deltaspark import DeltaSparkEngine
+    from harness.storage import LocalStorage
+
+    root = tmp_path_factory.mktemp("delta-spark")
+    storage = LocalStorage(root / "tables")
+    engine = DeltaSparkEngine()
+    (node,) = engine.start_nodes(1, storage, root / "logs", 180)
+    yield engine, node, storage
+    engine.stop_nodes()
+
+
+@pytest.mark.integration
+def test_a_node_listens_on_loopback_only(local_node) -> None:
+    engine, node, _ = local_node
+    java = psutil.Process(node.pid)
+    listening = [c.laddr for c in java.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert listening, "the Spark Connect server listens somewhere"
+    assert {a.ip for a in listening} <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
+    assert node.url.startswith("sc://127.0.0.1:")
+
+
+@pytest.mark.integration
+def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None:
+    from harness.engines import make_client
+    from harness.engines.base import Column, TableSpec
+
+    engine, node, storage = local_node
+    spec = TableSpec((Column("id", "BIGINT"), Column("writer", "STRING")))
+    clients = [make_client(engine.client_config(node, i, storage, storage.table_uri(f"t{i}"), 60)) for i in (1, 2)]
+    try:
+        for i, c in enumerate(clients, start=1):
+            c.open()
+            c.create_table(spec)
+            c.append([(i, f"{i}.1")], spec, "sql", f"{i}.1")
+            c.update(f"id = {i}", {"writer": f"'{i}.2'"}, f"{i}.2")
+        assert clients[0].read(["id", "writer"]).value == [(1, "1.2")]
+        assert clients[1].read(["id", "writer"], via="sql").value == [(2, "2.2")]
+    finally:
+        for c in clients:
+            c.close()
+    # Each commit names its op in commitInfo.userMetadata (the checkers'
+    # link from the log to the history), with its readVersion.
+    from harness.deltalog import read_log
+
+    log = read_log(storage.table_uri("t1"))
+    infos = [log.commits[v].commit_info for v in (1, 2)]
+    assert [i.get("userMetadata") for i in infos] == ["1.1", "1.2"]
+    assert infos[1]["readVersion"] == 1 and infos[1]["operation"] == "UPDATE"
+
+
+@pytest.mark.integration
+def test_stopping_the_nodes_leaves_no_process_and_no_work_dir(tmp_path: Path) -> None:
+    from harness.engines.deltaspark import DeltaSparkEngine
+    from harness.storage import LocalStorage
+
+    engine = DeltaSparkEngine()
+    nodes = engine.start_nodes(1, LocalStorage(tmp_path / "t"), tmp_path / "logs", 180)
+    pids = [n.pid for n in nodes] + [c.pid for n in nodes for c in psutil.Process(n.pid).children(recursive=True)]
+    work = list(engine.workdirs)
+    engine.stop_nodes()
+    assert still_running(pids) == []
+    assert not any(os.path.exists(w) for w in work)
+    assert "Spark Connect server started" in (tmp_path / "logs" / "delta-spark-n1.log").read_text()
