@@ -479,6 +479,8 @@ def _validate(kind: str, target: dict[str, Any], params: dict[str, Any]) -> None
         raise ValueError(f"error status must be one of {sorted(ERROR_CODES)}")
     if kind == "latency" and not isinstance(params.get("ms", 0), (int, float)):
         raise ValueError("latency needs a numeric ms")
+    if kind == "hold" and params.get("version") is not None and not isinstance(params["version"], int):
+        raise ValueError("a hold's version must be an integer")
     if kind == "pin" and not isinstance(params.get("version"), int):
         raise ValueError("pin needs an integer version")
 
@@ -592,7 +594,10 @@ class Proxy:
             if req.headers.get("if-none-match") is not None and self._fires(rule):
                 self._applied(rule)
                 req.headers.remove("if-none-match")
-        hold = next((r for r in self.matching(info, "hold") if self._fires(r)), None)
+        # A hold may name the log version it waits for (a client reads older
+        # commits with the same method before it makes its own).
+        hold = next((r for r in self.matching(info, "hold")
+                     if r.params.get("version") in (None, log_version(info.object_key)) and self._fires(r)), None)
         if hold is not None:
             self._applied(hold)
             return await self._held(hold, info, req)

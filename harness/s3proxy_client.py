@@ -65,9 +65,12 @@ class S3ProxyClient:
     def stats(self) -> dict[str, Any]:
         return self._call("GET", "stats")
 
-    def hold_next_commit(self, client: str, **target: Any) -> int:
-        """Hold `client`'s next commit PUT until released."""
-        return self.add_fault("hold", {"client": client, **target})
+    def hold_next_commit(self, client: str, version: int | None = None, **target: Any) -> int:
+        """Hold `client`'s next commit PUT (or the request `target` names, e.g.
+        method="HEAD") until released; with `version`, only a request for
+        that log version's commit file."""
+        params = {} if version is None else {"version": version}
+        return self.add_fault("hold", {"client": client, **target}, **params)
 
     def holds(self, client: str | None = None, wait: float = 0.0) -> list[dict[str, Any]]:
         """Pending holds (oldest first); waits up to `wait` s for one to appear."""

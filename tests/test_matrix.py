@@ -41,7 +41,7 @@ def test_matrix_runs_every_cell_and_writes_the_table(tmp_path: Path) -> None:
 
 def test_matrix_rejects_unknown_names() -> None:
     res = run_cli("matrix", "--engines", "sail,nope")
-    assert res.returncode == 2 and "unknown engine 'nope'; valid: sail, delta-rs" in res.stderr
+    assert res.returncode == 2 and "unknown engine 'nope'; valid: delta-spark, sail, delta-rs" in res.stderr
 
 
 @pytest.mark.integration

@@ -30,7 +30,7 @@ from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, 
 from harness.procs import HarnessError, ManagedProcess, python_argv
 
 CELL_TIMEOUT_S = 90.0
-ENGINES = ("delta-rs", "sail")  # engines with a conformance backend
+ENGINES = ("delta-spark", "delta-rs", "sail")  # engines with a conformance backend
 
 
 @dataclass

@@ -35,6 +35,10 @@ def backend(engine: str) -> Backend:
         from harness.conformance.deltars_backend import DeltaRsBackend
 
         return DeltaRsBackend()
+    if engine == "delta-spark":
+        from harness.conformance.deltaspark_backend import DeltaSparkBackend
+
+        return DeltaSparkBackend()
     if engine == "sail":
         from harness.conformance.sail_backend import SailBackend
 

@@ -1,0 +1,190 @@
+"""Run conformance cells on delta-spark: two Spark Connect JVMs (the winner
+on n1, the loser on n2) on embedded S3 behind the fault proxy.
+
+delta-spark's default LogStore for s3a makes a commit by checking that
+`_delta_log/<v>.json` does not exist, then writing it (no put-if-absent on
+the store). Holding the loser's commit PUT would therefore let it overwrite
+the winner's commit when released. The hold is one step earlier: the
+loser's existence check (HEAD) of version v0+1 waits until the winner has
+committed v0+1, then goes on and finds it. delta-spark then takes the path
+it takes for every lost race (FileAlreadyExistsException): it runs its
+conflict checker against v0+1 and commits v0+2 or fails. Verified per cell:
+the held request was the HEAD of version v0+1, it found the winner's commit
+(200), the winner's commit is v0+1 (its userMetadata), and the loser's
+commit, if any, is v0+2; otherwise the cell is uncontrolled.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.conformance import cells as C
+from harness.conformance.model import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
+from harness.conformance.sail_backend import HOLD_TIMEOUT_S, LOSER, NODE_TIMEOUT_S, SailBackend
+from harness.conformance.verdict import COMMITTED, UNSUPPORTED, Observation, TxnResult
+from harness.history import ErrorClass
+from harness.deltalog import read_log
+from harness.engines.base import TableSpec
+from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
+from harness.engines.spark import DeltaSparkClient
+from harness.s3proxy import log_version
+from harness.storage import open_storage
+
+
+class _Borrowed(DeltaSparkClient):
+    """A cell's view of a node's long-lived session: closing it keeps the
+    session (opening one per cell would cost more than the cell)."""
+
+    def close(self) -> None:
+        pass
+
+
+class DeltaSparkBackend(SailBackend):
+    default_isolation = DELTA_SPARK_CAPABILITIES.default_isolation
+
+    def __init__(self) -> None:
+        self.storage: Any = None
+        self.engine = DeltaSparkEngine()
+        self.sessions: dict[str, DeltaSparkClient] = {}
+        # Table properties the engine refused at creation -> its answer.
+        self.refused: dict[tuple[tuple[str, str], ...], str | None] = {}
+
+    def close(self) -> None:
+        for c in self.sessions.values():
+            c.close()
+        self.sessions.clear()
+        super().close()
+
+    def _start(self, run_dir: Path) -> None:
+        self.storage = open_storage("s3", run_dir, proxy=True, prefix="conformance/")
+        try:
+            self.nodes = {n.name: n for n in self.engine.start_nodes(2, self.storage, run_dir / "logs",
+                                                                      NODE_TIMEOUT_S * 3)}
+        except BaseException:
+            self.storage.stop()
+            raise
+        self.proxy = self.storage.proxy
+
+    def _client(self, node: str, uri: str) -> DeltaSparkClient:  # type: ignore[override]
+        cfg = self.engine.client_config(self.nodes[node], node, self.storage, uri, 30.0)
+        if node not in self.sessions:
+            self.sessions[node] = DeltaSparkClient(cfg, "delta-spark", DELTA_SPARK_CAPABILITIES)
+            self.sessions[node].open()
+        c = _Borrowed(cfg, "delta-spark", DELTA_SPARK_CAPABILITIES)
+        c.spark = self.sessions[node].spark
+        return c
+
+    def _refusal(self, cell: C.Cell, uri: str) -> str | None:
+        """Whether the engine refuses to create the cell's table at all (its
+        level or features): probed once per set of table properties, and
+        every cell that needs such a table is then unsupported."""
+        table = table_spec(cell)
+        if table.properties not in self.refused:
+            probe = self._client("n1", f"{uri}-probe")
+            try:
+                probe.create_table(table)
+                self.refused[table.properties] = None
+            except Exception as exc:  # noqa: BLE001 - the refusal is the observation
+                self.refused[table.properties] = probe.classify(exc).raw
+        return self.refused[table.properties]
+
+    def run_cell(self, cell: C.Cell, root: Path) -> Observation:
+        t0 = time.monotonic()
+        if self.storage is None:
+            self._start(root.parent)
+        uri = self.storage.table_uri(cell.id.replace("/", "__").replace(">", "-then-").replace("+", "-"))
+        refusal = self._refusal(cell, uri)
+        if refusal is not None:
+            r = TxnResult(UNSUPPORTED, ErrorClass.UNSUPPORTED.value,
+                          f"delta-spark refused to create the cell's table ({dict(table_spec(cell).properties)}): "
+                          f"{refusal}")
+            return Observation(r, r, True)
+        obs = self._run_create(cell, uri) if cell.winner == C.CREATE else self._run_pair(cell, uri)
+        obs.table, obs.seconds = uri, round(time.monotonic() - t0, 3)
+        return obs
+
+    @staticmethod
+    def execute(client: DeltaSparkClient, plan: OpPlan, table: TableSpec) -> None:  # type: ignore[override]
+        k, op_id = plan.kind, plan.op_id
+        t = client.table_ref
+        if k == C.INSERT:
+            client.append(plan.new_rows(), table, "sql", op_id)
+        elif k == C.APP_TXN:
+            client.append_idempotent(plan.new_rows(), table, APP_ID, 1, op_id)
+        elif k == C.INSERT_SELECT:
+            client.insert_select(list(COLUMNS), plan.insert_select_sql("{table}"), ["id"], op_id)
+        elif k == C.UPDATE:
+            client.update(plan.where, plan.assignments(), op_id)
+        elif k == C.DELETE:
+            client.delete(plan.where, op_id)
+        elif k == C.DELETE_ALL:
+            client._tag(op_id)
+            client._sql(f"DELETE FROM {t}")
+        elif k in (C.MERGE, C.MERGE_NOLIT):
+            client.merge(plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(),
+                         {**plan.merge_insert(), "prev_writer": "CAST(s.prev_writer AS STRING)"}, op_id)
+        elif k in (C.OPTIMIZE, C.ZORDER):
+            # OPTIMIZE ... WHERE p = '<part>' confines it to one partition (P1).
+            client._tag(op_id)
+            stmt = f"OPTIMIZE {t}" + (f" WHERE p = '{plan.part}'" if plan.partitioned else "")
+            client._sql(stmt + (" ZORDER BY (k)" if k == C.ZORDER else ""))
+        elif k == C.SET_PROPERTIES:
+            client.set_properties(plan.properties(), op_id)
+        elif k == C.ADD_COLUMNS:
+            client.add_columns([plan.column()], op_id)
+        else:
+            raise ValueError(f"delta-spark backend has no op {k!r}")
+
+    def _held_race(self, v0, start_loser, run_winner, pin):  # type: ignore[override]
+        """Hold the loser's existence check of version v0+1 until the winner
+        has committed it; then let it go on (it must find the file)."""
+        notes: list[str] = []
+        self.proxy.hold_next_commit(LOSER, version=v0 + 1, method="HEAD")
+        thread = start_loser()
+        status, held = None, []
+        try:
+            held = self.proxy.holds(LOSER, wait=HOLD_TIMEOUT_S)
+            if not held:
+                notes.append(f"the loser's commit check was never held within {HOLD_TIMEOUT_S:.0f} s")
+            elif log_version(held[0]["path"]) != v0 + 1:
+                notes.append(f"the loser's held request was {held[0]['method']} {held[0]['path']}, "
+                             f"not of version {v0 + 1}")
+            winner = run_winner()
+        finally:
+            if held := self.proxy.holds(LOSER):
+                status = self.proxy.release(held[0]["id"])
+            self.proxy.heal()
+        if held and status != 200:
+            notes.append(f"the released existence check got {status}, not 200 (the winner's commit was not there)")
+        thread.join(HOLD_TIMEOUT_S)
+        if thread.is_alive():
+            notes.append("the loser did not finish")
+        return winner, notes, thread, status
+
+    def _run_pair(self, cell: C.Cell, uri: str) -> Observation:
+        obs = super()._run_pair(cell, uri)
+        self._check_op_ids(obs, uri, cell)
+        return obs
+
+    def _check_op_ids(self, obs: Observation, uri: str, cell: C.Cell) -> None:
+        """The log names each commit's op (userMetadata): the winner's commit
+        must be v0+1, and the loser's v0+2."""
+        log = read_log(uri, self.storage.reader_options())
+        by_op = {}
+        for v, commit in log.commits.items():
+            info = commit.commit_info or {}
+            if info.get("userMetadata"):
+                by_op.setdefault(info["userMetadata"], v)
+        wp, lp = plans(cell)
+        v0 = len(SETUP) if cell.winner != C.CREATE else -1
+        notes = []
+        if obs.winner.status == COMMITTED and by_op.get(wp.op_id) != v0 + 1:
+            notes.append(f"the winner's commit is version {by_op.get(wp.op_id)}, not {v0 + 1}")
+        if obs.loser.status == COMMITTED and by_op.get(lp.op_id) not in (None, v0 + 2):
+            notes.append(f"the loser's commit is version {by_op.get(lp.op_id)}, not {v0 + 2}")
+        if notes:
+            obs.controlled = False
+            obs.control_note = "; ".join(filter(None, [obs.control_note, *notes]))
+

@@ -1,0 +1,64 @@
+"""The conformance matrix on delta-spark: two Spark Connect JVMs on embedded
+S3, each cell's interleaving forced at the fault proxy (the loser's
+existence check of v0+1 held until the winner committed it). A sample of
+cells, repeated 3 times for determinism; the full matrix runs by hand
+(`delta-jepsen conformance --engine delta-spark`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.conformance import cells as C
+from harness.conformance.runner import CellResult, run_cells
+from harness.conformance.verdict import CONFORMS, UNCONTROLLED, V_ERROR, V_UNSUPPORTED
+
+pytestmark = pytest.mark.integration
+
+S, WS = C.SERIALIZABLE, C.WRITE_SERIALIZABLE
+
+SAMPLE = [
+    C.Cell(C.INSERT, C.INSERT, S, C.UNPARTITIONED),
+    C.Cell(C.INSERT, C.DELETE_ALL, S, C.UNPARTITIONED),
+    C.Cell(C.UPDATE, C.UPDATE, S, C.SAME_PARTITION),
+    C.Cell(C.SET_PROPERTIES, C.UPDATE, S, C.UNPARTITIONED),
+    C.Cell(C.OPTIMIZE, C.OPTIMIZE, S, C.UNPARTITIONED),
+    C.Cell(C.CREATE, C.CREATE, S, C.UNPARTITIONED),
+    C.Cell(C.UPDATE, C.UPDATE, WS, C.UNPARTITIONED),
+]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> list[list[CellResult]]:
+    root = tmp_path_factory.mktemp("conformance-delta-spark")
+    return [run_cells("delta-spark", SAMPLE, root / f"r{i}", timeout=180) for i in range(3)]
+
+
+def test_cells_are_controlled_and_deterministic(sample):
+    outcomes = [[(r.cell.id, r.obs.observed(), r.verdict) for r in rep] for rep in sample]
+    assert all(o == outcomes[0] for o in outcomes), outcomes
+    for r in sample[0]:
+        assert r.verdict not in (UNCONTROLLED, V_ERROR), (r.cell.id, r.why, r.obs.control_note)
+        if r.verdict != V_UNSUPPORTED and r.cell.winner != C.CREATE:
+            assert r.obs.controlled and r.obs.winner.version == 3 and r.obs.loser.read_version == 2, r.cell.id
+
+
+# What delta-spark 4.0.1 does on these cells (README, conformance matrix).
+VERDICTS = {
+    "unpartitioned/Serializable/insert>insert": (CONFORMS, "committed"),
+    # C16 under Serializable: the long DELETE fails, with E1.
+    "unpartitioned/Serializable/insert>delete-all": (CONFORMS, "failed E1"),
+    "partitioned-same/Serializable/update>update": (CONFORMS, "failed E1"),
+    # C17: a metadata change makes the concurrent write fail, with E4.
+    "unpartitioned/Serializable/set-properties>update": (CONFORMS, "failed E4"),
+    "unpartitioned/Serializable/optimize>optimize": (CONFORMS, "failed E2"),
+    # E6: of two creators at one empty path, the second fails.
+    "unpartitioned/Serializable/create>create": (CONFORMS, "failed E6"),
+    # C13: delta-spark refuses delta.isolationLevel = WriteSerializable.
+    "unpartitioned/WriteSerializable/update>update": (V_UNSUPPORTED, "unsupported"),
+}
+
+
+def test_outcomes_per_cell(sample):
+    assert {r.cell.id: (r.verdict, r.obs.observed()) for r in sample[0]} == VERDICTS
+    ws = {r.cell.id: r for r in sample[0]}["unpartitioned/WriteSerializable/update>update"]
+    assert "delta.isolationLevel must be Serializable" in ws.obs.winner.raw
