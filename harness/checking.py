@@ -142,6 +142,8 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         except Exception as e:  # a checker bug must not hide the other verdicts
             results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
     verdict = combine([r.verdict for r in results])
+    if run.get("refused"):
+        verdict = Verdict.UNKNOWN  # no table, so no workload: nothing was tested
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
         verdict = Verdict.UNKNOWN  # lines we could not read may hold anything
@@ -223,6 +225,9 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
     lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
     if run.get("interrupted"):
         lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
+    if run.get("refused"):
+        lines.append("the engine refused to create the table, so nothing was tested: "
+                     + run["refused"].splitlines()[0][:300])
     if h["truncated"]:
         lines.append("the history ends in a truncated line: checked as far as it goes")
     for p in h["problems"]:

@@ -46,6 +46,9 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
                    "(default: delta-spark's own default for s3a, S3SingleDriverLogStore)")
     p.add_argument("--spark-jars", default=None, help="a directory of Delta's jars for delta-spark, instead of fetching "
                    "them from Maven Central (default $DJ_SPARK_JARS; `delta-jepsen jars --dest DIR` fills one)")
+    p.add_argument("--spark-remote", default=None, help="--engine spark-connect: the Spark Connect endpoints of a "
+                   "running cluster with Delta configured, sc://host:port[,sc://host:port...] (nodes take them "
+                   "round-robin; default $DJ_SPARK_REMOTE)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     make_workload(args.workload, 0)
     engines = parse_engine_list(args.engine)
     nemesis = parse_nemeses(args.nemesis)
+    spark_remote = _spark_remote(args, engines, nemesis)
     make_nemeses(nemesis, args.storage)  # bad combinations exit 2 before anything starts
     spec = RunSpec(
         workload=args.workload,
@@ -164,6 +168,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         s3_proxy=args.s3_proxy or bool(PROXY_NEMESES & set(nemesis)),
         log_store=args.log_store,
         spark_jars=args.spark_jars,
+        spark_remote=spark_remote,
     )
     from harness.engines.deltaspark import LOG_STORES
 
@@ -183,6 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "interrupted": outcome.interrupted,
         "counts": outcome.counts,
         "fatal": outcome.fatal,
+        "refused": outcome.refused,
     }, indent=2) + "\n")
     report = check_run(run_dir)
     print(report.summary, end="")
@@ -191,6 +197,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.fatal:
         raise HarnessError(outcome.fatal)
     return report.exit_code
+
+
+def _spark_remote(args: argparse.Namespace, engines: tuple[str, ...], nemesis: list[str]) -> str | None:
+    """--spark-remote, checked against the engines, storage and faults of the
+    run: the endpoints, comma-separated, or None without spark-connect."""
+    from harness.engines import remote
+    from nemeses import PROXY_NEMESES
+
+    if remote.NAME not in engines:
+        if args.spark_remote is not None:
+            raise HarnessError(f"--spark-remote is for --engine {remote.NAME} (not in {','.join(engines)!r})")
+        return None
+    value = args.spark_remote if args.spark_remote is not None else os.environ.get(remote.REMOTE_ENV)
+    if not value:
+        raise HarnessError(f"--engine {remote.NAME} needs --spark-remote sc://host:port[,sc://host:port...] "
+                           f"(or ${remote.REMOTE_ENV})")
+    urls = remote.parse_remotes(value)
+    remote.check_storage(args.storage)
+    for notice in remote.check_nemeses(engines, nemesis, PROXY_NEMESES, args.s3_proxy):
+        print(f"delta-jepsen: note: {notice}", file=sys.stderr)
+    return ",".join(urls)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -237,7 +264,7 @@ def cmd_jars(args: argparse.Namespace) -> int:
 def cmd_matrix(args: argparse.Namespace) -> int:
     import time
 
-    from harness.engines import ENGINE_NAMES
+    from harness.engines import ENGINE_NAMES, REMOTE_ENGINES
     from harness.matrix import run_matrix
     from harness.results import results_root
     from harness.spec import ISOLATION_LEVELS
@@ -252,7 +279,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         return names
 
     workloads = pick("workload", args.workloads, WORKLOAD_NAMES)
-    engines = pick("engine", args.engines, ENGINE_NAMES)
+    remote = [n for n in (n.strip() for n in args.engines.split(",")) if n in REMOTE_ENGINES]
+    if remote:
+        raise HarnessError(f"matrix cannot run {remote[0]} (it needs --spark-remote): use delta-jepsen run")
+    engines = pick("engine", args.engines, tuple(n for n in ENGINE_NAMES if n not in REMOTE_ENGINES))
     levels = pick("isolation level", args.isolation, ISOLATION_LEVELS)
     if args.storage not in STORAGE_KINDS:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")

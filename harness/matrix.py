@@ -73,7 +73,11 @@ def _cell_from_results(cell: Cell, run_dir: Path) -> None:
     cell.anomalies = sorted({f"{a['kind']}" + (f" ({a['claim']})" if a.get("claim") else "")
                              for c in doc["checkers"] for a in c.get("anomalies", [])})
     unknown = [c["checker"] for c in doc["checkers"] if c["verdict"] == "unknown"]
-    if unknown:
+    refused = (doc.get("run") or {}).get("refused")
+    if refused:
+        cell.supported = "no (table refused)"
+        cell.note = "refused: " + refused.splitlines()[0][:200]
+    elif unknown:
         cell.note = "unknown: " + ", ".join(unknown)
 
 

@@ -45,6 +45,13 @@ class RunOutcome:
     counts: dict[str, int]
     elapsed: float  # seconds of the workload phase
     fatal: str | None = None
+    # The engine would not create the table the run asked for (e.g. an
+    # isolation level it does not accept): nothing could be tested.
+    refused: str | None = None
+
+
+class TableRefused(Exception):
+    """create-table failed as unsupported: the run ends, its verdict unknown."""
 
 
 @dataclass
@@ -74,8 +81,9 @@ class Runner:
         self.progress = progress or Progress(spec.time_limit, enabled=False)
         self.workload: Workload = make_workload(spec.workload, spec.seed, spec.isolation)
         # A mixed-engine run lists several engines; the first creates the table.
+        remotes = spec.spark_remote.split(",") if spec.spark_remote else None
         self.engines: list[Engine] = [make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars,
-                                                  progress=self.progress.message)
+                                                  progress=self.progress.message, remotes=remotes)
                                       for n in parse_engine_list(spec.engine)]
         self.engine: Engine = self.engines[0]
         self.node_engine: dict[str, Engine] = {}
@@ -233,6 +241,8 @@ class Runner:
         err = OpError.from_json(reply["error"]) if reply.get("error") else None
         rec(process="setup", type=reply["type"], f=op.f, id=op.id, value=reply.get("value"),
             version=reply.get("version"), node=node.name, error=err)
+        if reply["type"] != OK and op.f == "create-table" and err is not None and err.cls is ErrorClass.UNSUPPORTED:
+            raise TableRefused(err.raw)
         if reply["type"] != OK:
             what = "creating the table" if op.f == "create-table" else f"setup op {op.f}"
             raise HarnessError(f"{what} failed: {err.raw if err else reply}")
@@ -249,7 +259,8 @@ class Runner:
             "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
             "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
             "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},
-            "nodes": [{"name": n.name, "engine": n.engine, "pid": n.pid, "log": n.log} for n in self.nodes],
+            "nodes": [{"name": n.name, "engine": n.engine, "url": n.url, "pid": n.pid, "log": n.log}
+                      for n in self.nodes],
             "versions": package_versions({k: v for e in self.engines for k, v in e.versions().items()}),
         }
         (self.run_dir / "spec.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -257,6 +268,7 @@ class Runner:
     def run(self) -> RunOutcome:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         interrupted = False
+        refused: str | None = None
         elapsed = 0.0
         try:
             try:
@@ -276,13 +288,16 @@ class Runner:
                 self._write_spec()
                 self._setup_table()
                 elapsed = self._run_workload()
+            except TableRefused as e:
+                refused = str(e)
+                self.progress.message(f"the engine refused the table: {refused.splitlines()[0]}")
             except KeyboardInterrupt:
                 interrupted = True
                 self.progress.message("interrupted: stopping workers, nodes and storage")
                 self._abort()
         finally:
             self._teardown()
-        return RunOutcome(self.run_dir, interrupted, dict(self.history.counts), elapsed, self.shared.fatal)
+        return RunOutcome(self.run_dir, interrupted, dict(self.history.counts), elapsed, self.shared.fatal, refused)
 
     def _start_nodes(self) -> list[Node]:
         """Nodes split evenly over the engines, in engine order (slots take

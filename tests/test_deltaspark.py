@@ -122,3 +122,25 @@ def test_stopping_the_nodes_leaves_no_process_and_no_work_dir(tmp_path: Path) ->
     assert still_running(pids) == []
     assert not any(os.path.exists(w) for w in work)
     assert "Spark Connect server started" in (tmp_path / "logs" / "delta-spark-n1.log").read_text()
+
+
+@pytest.mark.integration
+def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(tmp_path: Path) -> None:
+    # delta-spark 4.0 refuses delta.isolationLevel = WriteSerializable (C13):
+    # the run has no table to test, which is neither valid nor a harness fault.
+    from tests.conftest import load_results, only_run_dir, run_cli
+
+    res = run_cli("run", "--workload", "append", "--engine", "delta-spark", "--storage", "local",
+                  "--isolation", "WriteSerializable", "--time-limit", "3", "--results-dir", str(tmp_path),
+                  "--no-progress")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert "the engine refused to create the table" in res.stdout
+    doc = load_results(only_run_dir(tmp_path))
+    assert doc["verdict"] == "unknown"
+    assert "delta.isolationLevel must be Serializable" in doc["run"]["refused"]
+    from harness.history import ErrorClass, load_history
+
+    done = [e for e in load_history(only_run_dir(tmp_path) / "history.jsonl").events if e.type != "invoke"]
+    assert [(e.f, e.type, e.error.cls if e.error else None) for e in done] == [
+        ("create-table", "fail", ErrorClass.UNSUPPORTED)]
