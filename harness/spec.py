@@ -34,6 +34,8 @@ class RunSpec:
     # A directory of jars for delta-spark instead of Maven Central (not part
     # of the re-run command: a path of one machine).
     spark_jars: str | None = None
+    # --engine spark-connect: the endpoints, comma-separated sc://host:port.
+    spark_remote: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,6 +68,8 @@ class RunSpec:
             args += ["--s3-proxy"]
         if self.log_store != "default":
             args += ["--log-store", self.log_store]
+        if self.spark_remote:
+            args += ["--spark-remote", self.spark_remote]
         return shlex.join(args)
 
 

@@ -7,7 +7,10 @@ from typing import Any
 from harness.engines.base import Engine, EngineClient, ClientConfig
 from harness.procs import HarnessError
 
-ENGINE_NAMES = ("delta-spark", "sail", "delta-rs")
+ENGINE_NAMES = ("delta-spark", "sail", "delta-rs", "spark-connect")
+# Engines that start nothing and need endpoints given on the command line:
+# commands with no such option (matrix, "all") leave them out.
+REMOTE_ENGINES = ("spark-connect",)
 
 
 def parse_engine_list(spec: str) -> tuple[str, ...]:
@@ -25,7 +28,7 @@ def parse_engine_list(spec: str) -> tuple[str, ...]:
 
 def make_engine(name: str, **options: Any) -> Engine:
     """`options` reach the engines that take them (delta-spark: log_store,
-    jar_dir, progress); the others ignore them."""
+    jar_dir, progress; spark-connect: remotes); the others ignore them."""
     if name == "delta-spark":
         from harness.engines.deltaspark import DeltaSparkEngine
 
@@ -38,6 +41,10 @@ def make_engine(name: str, **options: Any) -> Engine:
         from harness.engines.deltars import DeltaRsEngine
 
         return DeltaRsEngine()
+    if name == "spark-connect":
+        from harness.engines.remote import SparkConnectRemoteEngine
+
+        return SparkConnectRemoteEngine(options.get("remotes"))
     raise HarnessError(f"unknown engine {name!r}; valid: {', '.join(ENGINE_NAMES)}")
 
 
@@ -56,4 +63,9 @@ def make_client(config: ClientConfig) -> EngineClient:
         from harness.engines.deltars import DeltaRsClient
 
         return DeltaRsClient(config)
+    if config.engine == "spark-connect":
+        from harness.engines.remote import CAPABILITIES
+        from harness.engines.spark import DeltaSparkClient
+
+        return DeltaSparkClient(config, "spark-connect", CAPABILITIES)
     raise HarnessError(f"unknown engine {config.engine!r}; valid: {', '.join(ENGINE_NAMES)}")
