@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from harness.engines.base import Capabilities, ClientConfig, Engine, Node
 from harness.engines.jars import JarSet, resolve, spark_home
 from harness.engines.spark import spark_uri
-from harness.procs import HarnessError, ManagedProcess
+from harness.procs import HarnessError, ManagedProcess, python_argv
 from harness.storage import Storage
 
 DELTA_SPARK_CAPABILITIES = Capabilities(
@@ -45,6 +47,29 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DRIVER_MEMORY_ENV = "DJ_SPARK_DRIVER_MEMORY"
 DEFAULT_DRIVER_MEMORY = "1g"  # x 2 nodes, beside the workers: well inside 24 GiB
+JAVA_OPTS_ENV = "DJ_SPARK_JAVA_OPTS"
+# The client JIT only, and one GC thread: on 2 cores two JVMs' C2 compiler
+# threads fight the engine itself. Measured here: a node's first pass over
+# the workloads' ops took 53 s with the JVM defaults and 28 s with these;
+# later passes took the same time either way.
+DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+WARMUP_TIMEOUT_S = 180.0
+# Spark logs every task and plan at INFO (~1 MB per node per 30 s). Kept:
+# warnings, the server's start line (the readiness probe waits for it) and
+# Delta's commit lines, which tie a node's log to the table's versions.
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss.SSS} %p %c{1}: %m%n%ex
+logger.server.name = org.apache.spark.sql.connect.service.SparkConnectServer
+logger.server.level = info
+logger.txn.name = org.apache.spark.sql.delta.OptimisticTransaction
+logger.txn.level = info
+"""
 
 # The commit protocols delta-spark 4.0 offers on S3: name -> (LogStore class
 # for s3a, jar feature it needs, what the summary says).
@@ -146,13 +171,17 @@ class DeltaSparkEngine(Engine):
         jars = self.prepare(storage)
         work = tempfile.mkdtemp(prefix=f"dj-spark-{name}-")
         self.workdirs.append(work)
+        log4j = os.path.join(work, "log4j2.properties")
+        Path(log4j).write_text(LOG4J2)
         home = spark_home()
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
         argv = [str(home / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--master", "local[2]",
                 "--driver-memory", memory, "--jars", ",".join(str(p) for p in jars.jars),
                 *_conf({**self._spark_conf(storage, 0), "spark.local.dir": work,
                         "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
-                        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work}"}),
+                        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work} "
+                                                         f"-Dlog4j2.configurationFile=file:{log4j} "
+                                                         + os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS)}),
                 "spark-internal"]
         # SPARK_LOCAL_IP: nothing of the JVM binds beyond loopback.
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", **storage.client_env(name),
@@ -168,6 +197,32 @@ class DeltaSparkEngine(Engine):
         m = srv.wait_for_log(r"Spark Connect server started at: 127\.0\.0\.1:(\d+)", timeout)
         return f"sc://127.0.0.1:{m.group(1)}"
 
+    def _warm(self, nodes: list[Node], logs_dir: Path) -> None:
+        """Run each node's first ops on a scratch table (harness.engines.warmup)
+        so the run measures the engine, not the JVM's start-up."""
+        procs = []
+        for node in nodes:
+            srv = self.by_name[node.name]
+            scratch = os.path.join(srv.cwd or tempfile.gettempdir(), "warmup-table")
+            procs.append((node, ManagedProcess(f"warm-up {node.name}",
+                                               python_argv("harness.engines.warmup", node.url or "", scratch),
+                                               logs_dir / f"delta-spark-{node.name}.warmup.log").start()))
+        deadline = time.monotonic() + WARMUP_TIMEOUT_S
+        try:
+            for node, p in procs:
+                assert p.proc is not None
+                try:
+                    code = p.proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    raise HarnessError(f"delta-spark node {node.name}: warm-up not done after "
+                                       f"{WARMUP_TIMEOUT_S:.0f} s (log: {p.log_path})") from None
+                if code != 0:
+                    raise HarnessError(f"delta-spark node {node.name}: warm-up failed with exit code {code} "
+                                       f"(log: {p.log_path})")
+        finally:
+            for _, p in procs:
+                p.kill()
+
     def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
         self.prepare(storage)  # the jar fetch, once, before any JVM starts
         nodes = []
@@ -181,6 +236,7 @@ class DeltaSparkEngine(Engine):
             for name, srv in started:
                 url = self._ready(srv, timeout)
                 nodes.append(Node(name, url=url, pid=srv.pid, log=str(srv.log_path)))
+            self._warm(nodes, logs_dir)
         except BaseException:
             self.stop_nodes()
             raise
@@ -199,6 +255,7 @@ class DeltaSparkEngine(Engine):
         self.restarts += 1
         srv = self._launch(node.name, storage, logs_dir / f"delta-spark-{node.name}.r{self.restarts}.log", extra_env)
         node.url, node.pid, node.log = self._ready(srv, timeout), srv.pid, str(srv.log_path)
+        self._warm([node], logs_dir)
 
     def stop_nodes(self) -> None:
         for srv in self.servers:
