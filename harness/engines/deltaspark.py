@@ -254,8 +254,9 @@ class DeltaSparkEngine(Engine):
                 self.servers.remove(old)
         self.restarts += 1
         srv = self._launch(node.name, storage, logs_dir / f"delta-spark-{node.name}.r{self.restarts}.log", extra_env)
+        # No warm-up: a restarted cluster is slow over its first ops, and
+        # the run should see that, as it sees the outage itself.
         node.url, node.pid, node.log = self._ready(srv, timeout), srv.pid, str(srv.log_path)
-        self._warm([node], logs_dir)
 
     def stop_nodes(self) -> None:
         for srv in self.servers:
