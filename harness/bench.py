@@ -101,6 +101,7 @@ def bench_startup(engine_names: list[str], nodes: int, repeat: int) -> int:
     for name in engine_names:
         engine = make_engine(name)
         times = []
+        phases: dict[str, list[float]] = {}
         with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:
             storage = open_storage("local", Path(tmp))
             if hasattr(engine, "prepare"):
@@ -110,8 +111,11 @@ def bench_startup(engine_names: list[str], nodes: int, repeat: int) -> int:
                 try:
                     engine.start_nodes(nodes, storage, Path(tmp) / f"logs-{i}", 180)
                     times.append(time.perf_counter() - t)
+                    for k, v in getattr(engine, "last_start", {}).items():
+                        phases.setdefault(k, []).append(v)
                 finally:
                     engine.stop_nodes()
         print(f"  {name:<12} median {statistics.median(times):6.1f} s   min {min(times):6.1f} s   "
-              f"max {max(times):6.1f} s")
+              f"max {max(times):6.1f} s" + "".join(f"   {k.removesuffix('_s')} {statistics.median(v):.1f} s"
+                                                   for k, v in phases.items()))
     return 0

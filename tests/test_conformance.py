@@ -269,6 +269,18 @@ def test_deltars_cells_are_deterministic(deltars_sample):
 
 
 @pytest.mark.integration
+def test_jobs_split_the_cells_and_keep_their_order(deltars_sample, tmp_path):
+    """--jobs 2: two workers, each with its own storage and logs, the same
+    observations in the cells' order."""
+    two = run_cells("delta-rs", SAMPLE, tmp_path, timeout=60, jobs=2)
+    assert [(r.cell.id, r.obs.observed(), r.verdict) for r in two] == [
+        (r.cell.id, r.obs.observed(), r.verdict) for r in deltars_sample[0]]
+    assert all(r.obs.controlled for r in two)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job1", "job2"]
+    assert all(list((tmp_path / j / "logs").glob("worker-*.log")) for j in ("job1", "job2"))
+
+
+@pytest.mark.integration
 def test_deltars_control_took_effect(deltars_sample):
     for r in deltars_sample[0]:
         if r.cell.winner == C.CREATE:
@@ -345,6 +357,8 @@ def test_conformance_cli_bad_input(results_dir):
     assert r.returncode == 2 and "unknown engine 'nosuch'" in r.stderr
     r = run_cli("conformance", "--engine", "delta-rs", "--cells", "(", "--results-dir", str(results_dir), timeout=60)
     assert r.returncode == 2 and "bad regular expression" in r.stderr
+    r = run_cli("conformance", "--engine", "delta-rs", "--jobs", "0", "--results-dir", str(results_dir), timeout=60)
+    assert r.returncode == 2 and "--jobs must be >= 1" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):

@@ -181,29 +181,52 @@ def _error_obs(text: str, timeout: bool = False) -> Observation:
 
 
 def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CELL_TIMEOUT_S,
-              progress: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+              progress: Callable[[CellResult], None] | None = None, jobs: int = 1) -> list[CellResult]:
+    """Run `cells` in `jobs` workers at once, each with its own storage and
+    nodes (under root/job<i>/ when jobs > 1); results in the cells' order."""
     if engine not in ENGINES:
         raise HarnessError(f"no conformance backend for engine {engine!r}; available: {', '.join(ENGINES)}")
-    tables, logs = root / "tables", root / "logs"
-    tables.mkdir(parents=True, exist_ok=True)
-    logs.mkdir(parents=True, exist_ok=True)
-    worker = CellWorker(engine, logs)
-    out: list[CellResult] = []
-    try:
-        for cell in cells:
-            reply = worker.run(cell, tables, timeout)
-            if "obs" in reply:
-                obs = Observation.from_json(reply["obs"])
-            else:
-                obs = _error_obs(reply["error"], reply.get("timeout", False))
-            exp = C.expectation(cell)
-            verdict, why = judge(cell, exp, obs)
-            out.append(CellResult(cell, exp, obs, verdict, why))
-            if progress:
-                progress(out[-1])
-    finally:
-        worker.stop()
-    return out
+    jobs = max(1, min(jobs, len(cells)))
+    todo: queue.Queue[tuple[int, C.Cell]] = queue.Queue()
+    for item in enumerate(cells):
+        todo.put(item)
+    results: dict[int, CellResult] = {}
+    lock = threading.Lock()
+
+    def job(home: Path) -> None:
+        tables, logs = home / "tables", home / "logs"
+        tables.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        worker = CellWorker(engine, logs)
+        try:
+            while True:
+                try:
+                    i, cell = todo.get_nowait()
+                except queue.Empty:
+                    return
+                reply = worker.run(cell, tables, timeout)
+                if "obs" in reply:
+                    obs = Observation.from_json(reply["obs"])
+                else:
+                    obs = _error_obs(reply["error"], reply.get("timeout", False))
+                exp = C.expectation(cell)
+                verdict, why = judge(cell, exp, obs)
+                with lock:
+                    results[i] = CellResult(cell, exp, obs, verdict, why)
+                    if progress:
+                        progress(results[i])
+        finally:
+            worker.stop()
+
+    if jobs == 1:
+        job(root)
+    else:
+        threads = [threading.Thread(target=job, args=(root / f"job{j + 1}",), daemon=True) for j in range(jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [results[i] for i in sorted(results)]
 
 
 # -- report ----------------------------------------------------------------------
@@ -271,7 +294,7 @@ def select(cells: list[C.Cell], pattern: str | None) -> list[C.Cell]:
 
 
 def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout: float = CELL_TIMEOUT_S,
-                    verbose: bool = True) -> int:
+                    verbose: bool = True, jobs: int = 1) -> int:
     """The whole matrix (or the cells matching `pattern`); exit 1 on any
     safety deviation."""
     # Only engines with a conformance backend (not spark-connect: the cells
@@ -287,7 +310,7 @@ def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout
             print(f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
                   f"observed {r.obs.observed()})", file=sys.stderr)
 
-    results = run_cells(engine, cells, root, timeout, progress)
+    results = run_cells(engine, cells, root, timeout, progress, jobs)
     seconds = time.monotonic() - t0
     write_report(root, engine, results, seconds)
     counts = Counter(r.verdict for r in results)
@@ -309,6 +332,8 @@ def add_parser(sub: Any) -> None:
                    "e.g. 'unpartitioned/Serializable/insert>'")
     c.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default 90)")
     c.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
+    c.add_argument("--jobs", type=int, default=1, help="workers at once, each with its own storage and nodes "
+                   "(default 1)")
 
 
 def cmd_conformance(args: Any) -> int:
@@ -316,5 +341,7 @@ def cmd_conformance(args: Any) -> int:
 
     if args.cell_timeout <= 0:
         raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
+    if args.jobs < 1:
+        raise HarnessError(f"--jobs must be >= 1: {args.jobs!r}")
     root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return run_conformance(args.engine, root, args.cells, args.cell_timeout)
+    return run_conformance(args.engine, root, args.cells, args.cell_timeout, jobs=args.jobs)

@@ -150,14 +150,19 @@ class SailBackend:
             notes.append("the loser did not finish")
         return winner, notes, thread, status
 
+    @staticmethod
+    def _setup_table(client: SparkConnectClient, table: TableSpec, uri: str) -> None:
+        """The cell's table at version len(SETUP): created, then the setup rows."""
+        client.create_table(table)
+        for op_id, rows in SETUP:
+            client.append(rows, table, "dataframe", op_id)
+
     def _run_pair(self, cell: C.Cell, uri: str) -> Observation:
         table = table_spec(cell)
         a = self._client("n1", uri)
         b: SparkConnectClient | None = None
         try:
-            a.create_table(table)
-            for op_id, rows in SETUP:
-                a.append(rows, table, "dataframe", op_id)
+            self._setup_table(a, table, uri)
             v0 = len(SETUP)
             b = self._client(LOSER, uri)
             b._register()  # before the pin: registering reads the table
