@@ -105,6 +105,7 @@ class DeltaSparkEngine(Engine):
         self.by_name: dict[str, ManagedProcess] = {}
         self.workdirs: list[str] = []
         self.restarts = 0
+        self.last_start: dict[str, float] = {}
 
     # -- jars and configuration ------------------------------------------------
 
@@ -233,10 +234,14 @@ class DeltaSparkEngine(Engine):
             for i in range(n):
                 name = f"n{first + i}"
                 started.append((name, self._launch(name, storage, logs_dir / f"delta-spark-{name}.log")))
+            t0 = time.monotonic()
             for name, srv in started:
                 url = self._ready(srv, timeout)
                 nodes.append(Node(name, url=url, pid=srv.pid, log=str(srv.log_path)))
+            t1 = time.monotonic()
             self._warm(nodes, logs_dir)
+            # For bench-startup: answering vs warmed.
+            self.last_start = {"ready_s": t1 - t0, "warmup_s": time.monotonic() - t1}
         except BaseException:
             self.stop_nodes()
             raise
