@@ -137,13 +137,17 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     log.related = _related_logs(run_dir / "table", spec)
     results = []
     for name in names:
+        if run.get("refused"):
+            # No table, so no workload: an empty history would pass some
+            # checkers vacuously, and no evidence is never "valid".
+            results.append(CheckResult(name, Verdict.UNKNOWN, "The engine refused to create the table; "
+                                       "there is nothing to check."))
+            continue
         try:
             results.append(CHECKERS[name](history, log))
         except Exception as e:  # a checker bug must not hide the other verdicts
             results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
     verdict = combine([r.verdict for r in results])
-    if run.get("refused"):
-        verdict = Verdict.UNKNOWN  # no table, so no workload: nothing was tested
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
         verdict = Verdict.UNKNOWN  # lines we could not read may hold anything

@@ -138,6 +138,7 @@ def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(
     assert "the engine refused to create the table" in res.stdout
     doc = load_results(only_run_dir(tmp_path))
     assert doc["verdict"] == "unknown"
+    assert {c["verdict"] for c in doc["checkers"]} == {"unknown"}  # none passes vacuously
     assert "delta.isolationLevel must be Serializable" in doc["run"]["refused"]
     from harness.history import ErrorClass, load_history
 
