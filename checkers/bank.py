@@ -32,7 +32,7 @@ def _version_totals(log: TransactionLog) -> tuple[dict[int, int], dict[int, dict
         for rm in removes:
             total -= sum(b for _, b in alive.pop(rm["path"], []))
         for add in adds:
-            rows = log.file_rows(add["path"])
+            rows = log.add_rows(add)
             if "balance" not in rows.column_names:
                 continue
             pairs = list(zip(rows.column("k").to_pylist(), rows.column("balance").to_pylist()))

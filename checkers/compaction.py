@@ -38,8 +38,10 @@ def is_compaction(commit: Commit) -> bool:
     return bool(files) and all(f.get("dataChange") is False for f in files)
 
 
-def _rows(log: TransactionLog, path: str) -> Counter[Row]:
-    t = log.file_rows(path)
+def _rows(log: TransactionLog, action: dict) -> Counter[Row]:
+    """The rows an add (or remove) action names: its file's rows less those
+    its deletion vector deletes."""
+    t = log.add_rows(action)
     return Counter(tuple(sorted(r.items())) for r in t.to_pylist())
 
 
@@ -71,10 +73,10 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             compactions += 1
             before: Counter[Row] = Counter()
             for p in live_removed:
-                before += _rows(log, p)
+                before += _rows(log, live[p])  # as it was live, its DV applied
             after: Counter[Row] = Counter()
             for a in adds:
-                after += _rows(log, a["path"])
+                after += _rows(log, a)
             rewritten += sum(before.values())
             lost, extra = before - after, after - before
             if lost or extra:
@@ -120,11 +122,12 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             # The write's removes hit files a compaction had already replaced;
             # what it meant to delete or overwrite lives on in the new file.
             meant: Counter[Row] = Counter()
-            for p in stale:
-                meant += _rows(log, p)
+            for rm in removes:
+                if rm["path"] in stale:
+                    meant += _rows(log, rm)  # what the write saw in that file
             now: Counter[Row] = Counter()
-            for p in live:
-                now += _rows(log, p)
+            for a in live.values():
+                now += _rows(log, a)
             survivors = meant & now
             if survivors:
                 by = sorted({removed_by[p][0] for p in stale})
@@ -137,7 +140,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                     f"with OPTIMIZE must conflict (C8). Stale files: {', '.join(stale)[:600]}.",
                     ops=[op] if op else [], versions=[*by, version], rows=_ids(survivors),
                     details={"removed_stale": stale}))
-    unreadable = [p for p in log.problems if p.kind == "data-file-unreadable"]
+    unreadable = [p for p in log.problems if p.kind in ("data-file-unreadable", "deletion-vector-unreadable")]
     stats = {"compaction_commits": compactions, "rows_rewritten": rewritten,
              "stale_removes_after_compaction": stale_removes}
     if anomalies:
@@ -149,7 +152,8 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     if unreadable:
         return CheckResult(
             NAME, Verdict.UNKNOWN,
-            f"{len(unreadable)} data file(s) could not be read, so compactions cannot be compared row by row, "
+            f"{len(unreadable)} data file(s) or deletion vector(s) could not be read, so compactions cannot be "
+            "compared row by row, "
             f"e.g. {unreadable[0].detail}", [], stats)
     if not compactions:
         return CheckResult(NAME, Verdict.VALID,

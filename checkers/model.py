@@ -161,13 +161,16 @@ def _replay(log: TransactionLog) -> TableFacts:
             commit_ops[version] = op_id
         # Rows a copy-on-write rewrite carries over (same id, same writer, in
         # a file removed by this commit) keep their life: not a new addition.
+        # A deletion-vector update, remove(F) + add(F, DV), is such a rewrite:
+        # the rows of F its DV leaves are carried over, the ones it deletes
+        # leave (add_rows gives an add's rows with its DV applied).
         leaving: dict[tuple[Any, Any], list[RowLife]] = defaultdict(list)
         for rm in removes:
             for life in alive.pop(rm["path"], []):
                 leaving[(life.id, life.writer)].append(life)
         for add in adds:
             try:
-                rows = log.file_rows(add["path"])
+                rows = log.add_rows(add)
             except Exception as e:  # recorded, and the verdict becomes unknown
                 unreadable.append(f"{add['path']}: {e}")
                 continue

@@ -20,7 +20,7 @@ def row_columns(log: TransactionLog, columns: list[str]) -> dict[Any, tuple]:
     out: dict[Any, tuple] = {}
     for _, _, adds, _ in log.replay():
         for add in adds:
-            rows = log.file_rows(add["path"])
+            rows = log.add_rows(add)
             ids = column_values(rows, "id")
             if not ids:
                 continue

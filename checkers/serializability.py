@@ -81,7 +81,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             before_removed += alive.pop(rm["path"], [])
         added: list[tuple[Any, str, Any]] = []
         for add in adds:
-            rows = log.file_rows(add["path"])
+            rows = log.add_rows(add)
             keys = (_column(rows, key_col) if key_col else None) or _column(rows, "k") or _column(rows, "id") or []
             if attr_col and attr_col != key_col and attr_col in rows.column_names:
                 attrs.update(zip(keys, rows.column(attr_col).to_pylist()))
@@ -91,7 +91,9 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             alive[add["path"]] = versions
             added += versions
         # New iff no copy of (key, writer) was alive before this commit;
-        # rewritten files carry unchanged versions over under the old writer.
+        # rewritten files carry unchanged versions over under the old writer,
+        # and so does a deletion-vector update, remove(F) + add(F, DV): the
+        # rows its DV deletes are in before_removed only, so deleted.
         new = [(k, w, p) for k, w, p in added if live_versions[(k, w)] == 0]
         added_ids = {(k, w) for k, w, _ in added}
         removed_now = {(k, w) for k, w, _ in before_removed} - added_ids

@@ -12,6 +12,11 @@ oddity becomes a :class:`LogProblem` and the reader carries on with what it
 can read. It does raise on programmer errors (asking for a version past the
 end) and on an unreachable store (that is the environment, not the table).
 
+Deletion vectors (storage types u, i and p) are decoded here too, from the
+protocol's formats (Z85, the DV file with its CRC-32, the RoaringBitmapArray
+over portable Roaring bitmaps): ``file_rows`` gives a data file's physical
+rows, ``add_rows`` the rows an add makes live, and ``rows_at`` uses it.
+
 Paths: an add's ``path`` is a URI; relative ones (the usual) are
 percent-encoded relative to the table root. delta-rs double-encodes partition
 directories: the directory ``part=a%20b`` (Hive escaping of ``a b``) appears
@@ -26,8 +31,11 @@ import json
 import os
 import re
 import shutil
+import struct
 import threading
-from collections import deque
+import uuid
+import zlib
+from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +43,7 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 LOG_DIR = "_delta_log"
@@ -83,8 +92,10 @@ class LogProblem:
 
     # "gap" | "missing-commit" | "unparseable" | "unreadable" | "empty-log"
     # | "multiple-metadata" | "multiple-protocol" | "duplicate-file-action"
-    # | "deletion-vector" | "checkpoint-unreadable" | "checkpoint-mismatch"
-    # | "last-checkpoint" | "data-file-unreadable" | "partition-value"
+    # | "checkpoint-unreadable" | "checkpoint-mismatch" | "last-checkpoint"
+    # | "data-file-unreadable" | "deletion-vector-unreadable" (a DV that cannot
+    # be read, decoded or does not fit its file: its add's rows are then
+    # reported as none, as for an unreadable data file) | "partition-value"
     # | "duplicate-version" (from_commits only)
     kind: str
     version: int | None
@@ -207,6 +218,11 @@ def _file_key(action: dict) -> tuple[str, str | None]:
     return (action["path"], _dv_id(action))
 
 
+def _dv_key(action: dict) -> tuple[str, str]:
+    # add_rows' cache key; a deletionVector that is no object gets one too.
+    return (action["path"], _dv_id(action) or f"invalid:{action.get('deletionVector')!r}")
+
+
 def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[LogProblem]]:
     """Validate one commit's actions.
 
@@ -220,7 +236,6 @@ def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[
     problems: list[LogProblem] = []
     n_meta = n_proto = 0
     seen: dict[tuple[str, str | None], int] = {}
-    dv_paths: list[str] = []
     for i, a in enumerate(actions):
         if not isinstance(a, dict) or len(a) != 1:
             return f"action {i} is not a one-key object: {str(a)[:120]}", []
@@ -235,8 +250,6 @@ def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[
                 return f"action {i} ({kind}) has non-object partitionValues", []
             key = _file_key(inner)
             seen[key] = seen.get(key, 0) + 1
-            if kind == "add" and inner.get("deletionVector"):
-                dv_paths.append(inner["path"])
         elif kind == "metaData":
             n_meta += 1
         elif kind == "protocol":
@@ -257,15 +270,6 @@ def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[
                 version,
                 f"{len(dups)} file(s) with more than one add/remove in one commit,"
                 f" e.g. {dups[0][0]}",
-            )
-        )
-    if dv_paths:
-        problems.append(
-            LogProblem(
-                "deletion-vector",
-                version,
-                f"{len(dv_paths)} add(s) carry deletion vectors, which the row reader"
-                f" does not apply (rows are over-reported), e.g. {dv_paths[0]}",
             )
         )
     return None, problems
@@ -483,6 +487,315 @@ def _read_parquet(data: bytes) -> pa.Table:
         return pq.ParquetFile(pa.BufferReader(data), pre_buffer=big).read(use_threads=big)
     except Exception:  # noqa: BLE001 - the reference reader decides, and raises its own error
         return pq.read_table(pa.BufferReader(data))
+
+
+# --------------------------------------------------------------------------
+# Deletion vectors (PROTOCOL.md, "Deletion Vectors" and the appendix
+# "Deletion Vector Format"): the 0-based positions of a data file's rows
+# that an add's DV deletes. Written from the protocol and the
+# RoaringFormatSpec; no Roaring library is needed for reading.
+
+
+class DeletionVectorError(ValueError):
+    """A deletion vector that cannot be located, read or decoded."""
+
+
+_Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {c: i for i, c in enumerate(_Z85_ALPHABET)}
+
+# RoaringBitmapArray magic numbers: the portable format's (the protocol's;
+# little endian) and the native one's (big endian).
+DV_MAGIC = 1681511377
+DV_MAGIC_NATIVE = 1681511376
+_ROARING_COOKIE_NO_RUNS = 12346
+_ROARING_COOKIE_RUNS = 12347  # low 16 bits; the high 16 bits hold size - 1
+_ROARING_NO_OFFSET_THRESHOLD = 4  # run-cookie bitmaps with fewer containers have no offset header
+_ROARING_ARRAY_MAX = 4096  # a non-run container with more values is a bitmap
+_ROARING_BITMAP_BYTES = 8192
+_DV_FILE_VERSION = 1
+_DV_FILE_CACHE = 16  # DV files kept in memory (one holds the DVs of many data files)
+
+
+def z85_decode(text: str) -> bytes:
+    """ZeroMQ Z85 (RFC 32): every 5 characters are 4 bytes, big endian."""
+    if len(text) % 5:
+        raise DeletionVectorError(f"Z85 text of {len(text)} characters is not a multiple of 5")
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        n = 0
+        for j, c in enumerate(text[i : i + 5]):
+            v = _Z85_VALUE.get(c)
+            if v is None:
+                raise DeletionVectorError(f"{c!r} at position {i + j} is not a Z85 character")
+            n = n * 85 + v
+        if n > 0xFFFFFFFF:
+            raise DeletionVectorError(f"Z85 group {text[i:i + 5]!r} is more than 32 bits")
+        out += n.to_bytes(4, "big")
+    return bytes(out)
+
+
+def z85_encode(data: bytes) -> str:
+    """The inverse of z85_decode; len(data) must be a multiple of 4."""
+    if len(data) % 4:
+        raise ValueError(f"Z85 encodes multiples of 4 bytes, not {len(data)}")
+    out = []
+    for i in range(0, len(data), 4):
+        n = int.from_bytes(data[i : i + 4], "big")
+        group = []
+        for _ in range(5):
+            n, r = divmod(n, 85)
+            group.append(_Z85_ALPHABET[r])
+        out.extend(reversed(group))
+    return "".join(out)
+
+
+def _need(data: bytes, pos: int, n: int, what: str) -> None:
+    if n < 0 or pos + n > len(data):
+        raise DeletionVectorError(
+            f"truncated: {what} needs {n} byte(s) at offset {pos}, the data has {len(data)}"
+        )
+
+
+def _roaring32(data: bytes, pos: int, what: str) -> tuple[list[int], int]:
+    """One 32-bit Roaring bitmap in the portable format, starting at `pos`:
+    (its values in ascending order, the offset just past it)."""
+    start = pos
+    _need(data, pos, 4, f"{what}: cookie")
+    (cookie,) = struct.unpack_from("<I", data, pos)
+    pos += 4
+    run_flags: bytes | None = None
+    if cookie & 0xFFFF == _ROARING_COOKIE_RUNS:
+        n = (cookie >> 16) + 1
+        _need(data, pos, (n + 7) // 8, f"{what}: run-container flags")
+        run_flags = data[pos : pos + (n + 7) // 8]
+        pos += (n + 7) // 8
+        has_offsets = n >= _ROARING_NO_OFFSET_THRESHOLD
+    elif cookie == _ROARING_COOKIE_NO_RUNS:
+        _need(data, pos, 4, f"{what}: container count")
+        (n,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        has_offsets = True
+    else:
+        raise DeletionVectorError(
+            f"{what}: cookie {cookie} at offset {start} is neither {_ROARING_COOKIE_NO_RUNS}"
+            f" nor {_ROARING_COOKIE_RUNS} (with runs)"
+        )
+    if n > 1 << 16:
+        raise DeletionVectorError(f"{what}: {n} containers, more than 16-bit keys allow")
+    _need(data, pos, 4 * n, f"{what}: container descriptors")
+    header = struct.unpack_from(f"<{2 * n}H", data, pos)
+    pos += 4 * n
+    offsets: tuple[int, ...] = ()
+    if has_offsets:
+        _need(data, pos, 4 * n, f"{what}: container offsets")
+        offsets = struct.unpack_from(f"<{n}I", data, pos)
+        pos += 4 * n
+    values: list[int] = []
+    prev_key = -1
+    for i in range(n):
+        key, card = header[2 * i], header[2 * i + 1] + 1
+        where = f"{what}, container {i} (key {key})"
+        if key <= prev_key:
+            raise DeletionVectorError(f"{where}: keys are not ascending")
+        prev_key = key
+        if has_offsets and offsets[i] != pos - start:
+            raise DeletionVectorError(
+                f"{where}: the offset header says {offsets[i]}, the container starts at {pos - start}"
+            )
+        high = key << 16
+        if run_flags is not None and run_flags[i >> 3] >> (i & 7) & 1:
+            _need(data, pos, 2, f"{where}: run count")
+            (nruns,) = struct.unpack_from("<H", data, pos)
+            pos += 2
+            _need(data, pos, 4 * nruns, f"{where}: runs")
+            runs = struct.unpack_from(f"<{2 * nruns}H", data, pos)
+            pos += 4 * nruns
+            got, next_free = 0, 0
+            for r in range(nruns):
+                lo, length = runs[2 * r], runs[2 * r + 1] + 1
+                if lo < next_free or lo + length > 1 << 16:
+                    raise DeletionVectorError(
+                        f"{where}: run {r} [{lo}, {lo + length}) overlaps, is out of order or past 65535"
+                    )
+                values.extend(range(high + lo, high + lo + length))
+                got += length
+                next_free = lo + length
+        elif card <= _ROARING_ARRAY_MAX:
+            _need(data, pos, 2 * card, f"{where}: array container")
+            arr = struct.unpack_from(f"<{card}H", data, pos)
+            pos += 2 * card
+            if any(a >= b for a, b in zip(arr, arr[1:])):
+                raise DeletionVectorError(f"{where}: array values are not strictly ascending")
+            values.extend(high | v for v in arr)
+            got = card
+        else:
+            _need(data, pos, _ROARING_BITMAP_BYTES, f"{where}: bitmap container")
+            words = struct.unpack_from("<1024Q", data, pos)
+            pos += _ROARING_BITMAP_BYTES
+            got = 0
+            for wi, w in enumerate(words):
+                base = high | (wi << 6)
+                while w:
+                    low = w & -w
+                    values.append(base | (low.bit_length() - 1))
+                    w ^= low
+                    got += 1
+        if got != card:
+            raise DeletionVectorError(f"{where}: holds {got} value(s), its descriptor says {card}")
+    return values, pos
+
+
+def decode_roaring_bitmap_array(data: bytes) -> list[int]:
+    """The 64-bit values of a serialized RoaringBitmapArray, in ascending
+    order; anything malformed raises DeletionVectorError.
+
+    The protocol's format ("portable", magic 1681511377, little endian
+    throughout): the magic number, an 8-byte bucket count, and per bucket a
+    4-byte key, the values' high 32 bits, and a 32-bit Roaring bitmap of
+    their low 32 bits. Also read: the "native" format of the protocol's own
+    inline example (magic 1681511376; magic, bitmap count and per bitmap
+    its byte size big endian; bitmap i holds the values whose high 32 bits
+    are i)."""
+    _need(data, 0, 4, "magic number")
+    if struct.unpack_from("<I", data, 0)[0] == DV_MAGIC:
+        return _portable_array(data)
+    if struct.unpack_from(">I", data, 0)[0] == DV_MAGIC_NATIVE:
+        return _native_array(data)
+    raise DeletionVectorError(
+        f"magic number {struct.unpack_from('<I', data, 0)[0]} (little endian) is not {DV_MAGIC}"
+        f" (the portable RoaringBitmapArray format), nor {DV_MAGIC_NATIVE} big endian (native)"
+    )
+
+
+def _portable_array(data: bytes) -> list[int]:
+    _need(data, 4, 8, "bucket count")
+    (buckets,) = struct.unpack_from("<Q", data, 4)
+    if buckets > (len(data) - 12) // 12:  # a bucket takes at least 12 bytes
+        raise DeletionVectorError(f"{buckets} buckets cannot fit in {len(data)} bytes")
+    pos, prev_key = 12, -1
+    values: list[int] = []
+    for b in range(buckets):
+        _need(data, pos, 4, f"bucket {b}: key")
+        (key,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if key & 0x80000000:
+            raise DeletionVectorError(f"bucket {b}: key {key} has its most significant bit set")
+        if key <= prev_key:
+            raise DeletionVectorError(f"bucket {b}: keys are not ascending ({prev_key}, then {key})")
+        prev_key = key
+        low, pos = _roaring32(data, pos, f"bucket {b} (key {key})")
+        values.extend(low if key == 0 else ((key << 32) | v for v in low))
+    if pos != len(data):
+        raise DeletionVectorError(f"{len(data) - pos} byte(s) after the last bucket")
+    return values
+
+
+def _native_array(data: bytes) -> list[int]:
+    _need(data, 4, 4, "bitmap count")
+    (count,) = struct.unpack_from(">I", data, 4)
+    if count > 0x7FFFFFFF or count > (len(data) - 8) // 12:  # a bitmap takes at least 12 bytes
+        raise DeletionVectorError(f"{count} bitmaps cannot fit in {len(data)} bytes")
+    pos = 8
+    values: list[int] = []
+    for key in range(count):
+        _need(data, pos, 4, f"bitmap {key}: size")
+        (size,) = struct.unpack_from(">I", data, pos)
+        pos += 4
+        _need(data, pos, size, f"bitmap {key}")
+        low, end = _roaring32(data[: pos + size], pos, f"bitmap {key}")
+        if end != pos + size:
+            raise DeletionVectorError(f"bitmap {key}: {size} byte(s) announced, {end - pos} used")
+        pos = end
+        values.extend(low if key == 0 else ((key << 32) | v for v in low))
+    if pos != len(data):
+        raise DeletionVectorError(f"{len(data) - pos} byte(s) after the last bitmap")
+    return values
+
+
+def dv_file_path(path_or_inline: str) -> str:
+    """The DV file of a storageType "u" descriptor, relative to the table
+    root: <prefix>/deletion_vector_<uuid>.bin, the UUID being the Z85 of its
+    last 20 characters."""
+    if len(path_or_inline) < 20:
+        raise DeletionVectorError(f"{path_or_inline!r} is shorter than a Z85-encoded UUID (20)")
+    prefix, encoded = path_or_inline[:-20], path_or_inline[-20:]
+    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+    return f"{prefix}/{name}" if prefix else name
+
+
+def dv_from_file(data: bytes, offset: int, size: int | None) -> bytes:
+    """The serialized RoaringBitmapArray at `offset` of a DV file (format
+    version byte 1 at its start; per DV a 4-byte size, the bytes and their
+    CRC-32, big endian), its CRC checked."""
+    if not data:
+        raise DeletionVectorError("empty DV file")
+    if data[0] != _DV_FILE_VERSION:
+        raise DeletionVectorError(f"DV file format version {data[0]}, not {_DV_FILE_VERSION}")
+    if offset < 1:
+        raise DeletionVectorError(f"offset {offset} is inside the file header")
+    _need(data, offset, 4, "DV size")
+    (n,) = struct.unpack_from(">I", data, offset)
+    if size is not None and n != size:
+        raise DeletionVectorError(f"the file holds {n} byte(s) at offset {offset}, sizeInBytes says {size}")
+    _need(data, offset + 4, n + 4, "DV data and checksum")
+    body = data[offset + 4 : offset + 4 + n]
+    (stored,) = struct.unpack_from(">I", data, offset + 4 + n)
+    computed = zlib.crc32(body)
+    if stored != computed:
+        raise DeletionVectorError(
+            f"CRC-32 mismatch at offset {offset}: stored {stored:#010x}, computed {computed:#010x}"
+        )
+    return body
+
+
+def dv_bytes(dv: Any, read_rel: Any, read_path: Any) -> bytes:
+    """The serialized RoaringBitmapArray a deletion-vector descriptor names:
+    inline ("i", Z85 in the log), or in a file ("u": next to the table,
+    read with read_rel; "p": an absolute path, read with read_path)."""
+    if not isinstance(dv, dict):
+        raise DeletionVectorError(f"deletionVector is a {type(dv).__name__}, not an object")
+    storage, where = dv.get("storageType"), dv.get("pathOrInlineDv")
+    size, offset = _int(dv.get("sizeInBytes")), _int(dv.get("offset"))
+    if not isinstance(where, str):
+        raise DeletionVectorError("no string pathOrInlineDv")
+    if size is None or size < 0:
+        raise DeletionVectorError(f"sizeInBytes {dv.get('sizeInBytes')!r} is not a size")
+    if storage == "i":
+        data = z85_decode(where)
+        # Z85 carries multiples of 4 bytes: the encoding is padded past sizeInBytes.
+        if not size <= len(data) < size + 4:
+            raise DeletionVectorError(f"inline DV of {len(data)} bytes does not match sizeInBytes {size}")
+        return data[:size]
+    if storage == "u":
+        data = read_rel(dv_file_path(where))
+    elif storage == "p":
+        data = read_path(where)
+    else:
+        raise DeletionVectorError(f"unknown storageType {storage!r}")
+    if offset is None:
+        raise DeletionVectorError(f"storageType {storage!r} with no offset")
+    return dv_from_file(data, offset, size)
+
+
+def dv_positions(dv: Any, read_rel: Any, read_path: Any) -> list[int]:
+    """The row positions (ascending) a deletion-vector descriptor deletes;
+    the descriptor's cardinality must be their number."""
+    positions = decode_roaring_bitmap_array(dv_bytes(dv, read_rel, read_path))
+    card = _int(dv.get("cardinality"))
+    if card != len(positions):
+        raise DeletionVectorError(f"decodes to {len(positions)} row(s), cardinality says {dv.get('cardinality')!r}")
+    return positions
+
+
+def _without_positions(table: pa.Table, positions: list[int]) -> pa.Table:
+    """`table` without the rows at `positions` (ascending, all < num_rows)."""
+    if not positions:
+        return table
+    keep = bytearray(b"\x01") * table.num_rows
+    for p in positions:
+        keep[p] = 0
+    mask = pa.Array.from_buffers(pa.uint8(), table.num_rows, [None, pa.py_buffer(bytes(keep))])
+    return table.filter(pc.not_equal(mask, 0))
 
 
 # --------------------------------------------------------------------------
@@ -1106,6 +1419,13 @@ class TransactionLog:
         self._store: _Store | None = None
         self._file_tables: dict[str, pa.Table] | None = None
         self._file_cache: dict[str, pa.Table] = {}
+        self._unreadable_paths: set[str] = set()  # data files _read_file could not read
+        # Deletion vectors: add_rows' results by (path, DV id), the version
+        # that first added each (path, DV) (for problems), DV files read.
+        self._dv_rows: dict[tuple[str, str], pa.Table] = {}
+        self._dv_versions: dict[tuple[str, str], int] = {}
+        self._dv_files: OrderedDict[str, bytes] = OrderedDict()
+        self._dv_lock = threading.Lock()
         self._schema_cache: dict[int, tuple[dict | None, _Schema | None]] = {}
         self._versions: list[int] = []
         self._add_index: dict[str, tuple[int, dict]] = {}
@@ -1161,6 +1481,7 @@ class TransactionLog:
             c = self.commits[v]
             for a in c.adds:
                 self._add_index[a["path"]] = (v, a)
+                self._note_dv(v, a)
             if c.metadata is not None:
                 self._meta_versions.append(v)
             if c.protocol is not None:
@@ -1176,6 +1497,10 @@ class TransactionLog:
             self._base_for(max(self._checkpoints))
         self._find_gaps()
         self.problems.sort(key=lambda p: (-1 if p.version is None else p.version))
+
+    def _note_dv(self, version: int, add: dict) -> None:
+        if add.get("deletionVector") is not None:
+            self._dv_versions.setdefault(_dv_key(add), version)
 
     def _find_gaps(self) -> None:
         present = set(self.commits) | self._unreadable
@@ -1385,7 +1710,7 @@ class TransactionLog:
     # ---- checkpoints
 
     def _set_checkpoint_actions(self, ck: _Checkpoint, actions: list[dict]) -> None:
-        err, problems = _check_actions(ck.version, actions)
+        err, _problems = _check_actions(ck.version, actions)
         if err:
             ck.failed = err
             self.problems.append(
@@ -1393,12 +1718,11 @@ class TransactionLog:
             )
             return
         ck.actions = actions
-        # Checkpoints repeat what the JSON said; only report what JSON can't.
-        if ck.version >= self._first_hole:
-            self.problems.extend(p for p in problems if p.kind == "deletion-vector")
+        # Its other problems repeat what the JSON commits said.
         for a in actions:
             if "add" in a:
                 self._add_index.setdefault(a["add"]["path"], (ck.version, a["add"]))
+                self._note_dv(ck.version, a["add"])
 
     def _read_checkpoint(self, ck: _Checkpoint) -> list[dict]:
         if ck.source is not None:
@@ -1659,6 +1983,7 @@ class TransactionLog:
             data = ahead.result() if ahead is not None else self._store.read_path(path)
             return _read_parquet(data)
         except Exception as e:  # noqa: BLE001 - a lost file is evidence (spec C7)
+            self._unreadable_paths.add(path)
             self.problems.append(
                 LogProblem(
                     "data-file-unreadable", version, f"{path}: {type(e).__name__}: {e}"[:500]
@@ -1671,7 +1996,9 @@ class TransactionLog:
         (from its add's partitionValues) appended when the file lacks them.
 
         Cached. An unreadable file yields an empty table and a problem.
-        Deletion vectors are not applied (see the "deletion-vector" problem).
+        These are the file's physical rows, all of them, in file order (the
+        order deletion-vector positions index): no deletion vector is
+        applied. The rows an add makes live are add_rows(add).
         """
         if path in self._file_cache:
             return self._file_cache[path]
@@ -1718,17 +2045,82 @@ class TransactionLog:
             table = table.append_column(name, arr)
         return table
 
-    def rows_at(self, version: int, columns: list[str] | None = None) -> pa.Table:
-        """The table's rows at `version`: the live files' rows, in the schema
-        of that version. `columns` selects (and orders) columns; a column no
-        file has comes back as nulls."""
-        schema = self._schema_at(max(version, 0)) if version >= 0 else None
-        paths = list(self.live_files(version))
-        if self._store is not None and self._store.remote and len(paths) > 1:
-            with ThreadPoolExecutor(min(_S3_WORKERS, len(paths))) as pool:
-                tables = list(pool.map(self.file_rows, paths))
+    def add_rows(self, add: dict) -> pa.Table:
+        """The rows an add (or remove) action makes live: file_rows(path)
+        less the rows its deletionVector deletes.
+
+        Cached per (path, DV). A DV that cannot be read or decoded, or that
+        does not fit the file (its cardinality, a position past the file's
+        last row), is a "deletion-vector-unreadable" problem, and the add
+        then yields no rows: like an unreadable data file, never rows that
+        may have been deleted."""
+        path = add["path"]
+        dv = add.get("deletionVector")
+        if dv is None:
+            return self.file_rows(path)
+        key = _dv_key(add)
+        hit = self._dv_rows.get(key)
+        if hit is not None:
+            return hit
+        table = self.file_rows(path)
+        if path in self._unreadable_paths:
+            rows = table  # already empty, and already a problem
         else:
-            tables = [self.file_rows(p) for p in paths]
+            try:
+                positions = dv_positions(dv, self._dv_read_rel, self._dv_read_path)
+                if positions and positions[-1] >= table.num_rows:
+                    raise DeletionVectorError(
+                        f"deletes row position {positions[-1]} of a file of {table.num_rows} rows"
+                    )
+                rows = _without_positions(table, positions)
+            except Exception as e:  # noqa: BLE001 - a lost or broken DV is evidence, like a lost file
+                self.problems.append(
+                    LogProblem(
+                        "deletion-vector-unreadable",
+                        self._dv_versions.get(key),
+                        f"{path} (DV {key[1][:60]}): {type(e).__name__}: {e}"[:500],
+                    )
+                )
+                rows = table.slice(0, 0)
+        self._dv_rows[key] = rows
+        return rows
+
+    def _dv_file(self, kind: str, name: str) -> bytes:
+        """A DV file by its name relative to the table root (kind "rel") or
+        its absolute path ("path"), through the store data files come from.
+        A few are kept: one DV file holds the DVs a commit wrote for many
+        data files."""
+        with self._dv_lock:
+            data = self._dv_files.get(f"{kind}:{name}")
+            if data is not None:
+                self._dv_files.move_to_end(f"{kind}:{name}")
+                return data
+        if self._store is None:
+            raise DeletionVectorError("log has no storage location to read DV files from")
+        data = self._store.read_rel(name) if kind == "rel" else self._store.read_path(name)
+        with self._dv_lock:
+            self._dv_files[f"{kind}:{name}"] = data
+            while len(self._dv_files) > _DV_FILE_CACHE:
+                self._dv_files.popitem(last=False)
+        return data
+
+    def _dv_read_rel(self, rel: str) -> bytes:
+        return self._dv_file("rel", rel)
+
+    def _dv_read_path(self, path: str) -> bytes:
+        return self._dv_file("path", path)
+
+    def rows_at(self, version: int, columns: list[str] | None = None) -> pa.Table:
+        """The table's rows at `version`: the live files' rows (deletion
+        vectors applied), in the schema of that version. `columns` selects
+        (and orders) columns; a column no file has comes back as nulls."""
+        schema = self._schema_at(max(version, 0)) if version >= 0 else None
+        adds = list(self.live_files(version).values())
+        if self._store is not None and self._store.remote and len(adds) > 1:
+            with ThreadPoolExecutor(min(_S3_WORKERS, len(adds))) as pool:
+                tables = list(pool.map(self.add_rows, adds))
+        else:
+            tables = [self.add_rows(a) for a in adds]
         tables = [_conform(t, schema) for t in tables]
         if tables:
             result = pa.concat_tables(tables, promote_options="permissive")

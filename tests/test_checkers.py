@@ -210,7 +210,7 @@ def test_log_sanity_unreadable_data_file_is_unknown():
 # new kind in harness/deltalog.py has to be classified consciously.
 READER_PROBLEM_KINDS = {
     "gap", "missing-commit", "unparseable", "unreadable", "empty-log", "multiple-metadata",
-    "multiple-protocol", "duplicate-file-action", "deletion-vector", "checkpoint-unreadable",
+    "multiple-protocol", "duplicate-file-action", "deletion-vector-unreadable", "checkpoint-unreadable",
     "checkpoint-mismatch", "last-checkpoint", "data-file-unreadable", "partition-value",
     "duplicate-version",
 }
