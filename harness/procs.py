@@ -54,6 +54,7 @@ class ManagedProcess:
         self.cwd = cwd
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._log_start = 0
 
     @property
     def pid(self) -> int | None:
@@ -62,6 +63,10 @@ class ManagedProcess:
     def start(self) -> "ManagedProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
+        # A process started again on the same log appends to it: readiness
+        # is judged on what this start wrote (a stale "listening on" line
+        # of the previous process would name a dead port).
+        self._log_start = self._log.tell()
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.PIPE if self.pipes else subprocess.DEVNULL,
@@ -82,7 +87,9 @@ class ManagedProcess:
         deadline = time.monotonic() + timeout
         rx = re.compile(pattern)
         while True:
-            text = self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self._log_start)
+                text = fh.read().decode(errors="replace")
             m = rx.search(text)
             if m:
                 return m

@@ -30,6 +30,9 @@ from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, 
 from harness.procs import HarnessError, ManagedProcess, python_argv
 
 CELL_TIMEOUT_S = 90.0
+# Starting a backend (moto, the proxy, two JVMs and their warm-up) is not
+# part of any cell's time.
+WORKER_START_TIMEOUT_S = 600.0
 ENGINES = ("delta-spark", "delta-rs", "sail")  # engines with a conformance backend
 
 
@@ -125,11 +128,15 @@ def post_check(cell: C.Cell, obs: Observation, default_isolation: str,
 # -- the worker ------------------------------------------------------------------
 
 
+class WorkerNotReady(Exception):
+    pass
+
+
 class CellWorker:
     """A worker process running cells on one engine, with a per-cell timeout."""
 
-    def __init__(self, engine: str, logs: Path):
-        self.engine, self.logs = engine, logs
+    def __init__(self, engine: str, logs: Path, root: Path | None = None):
+        self.engine, self.logs, self.root = engine, logs, root
         self.proc: ManagedProcess | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.starts = 0
@@ -137,8 +144,9 @@ class CellWorker:
     def _start(self) -> None:
         self.starts += 1
         self.lines = queue.Queue()
-        self.proc = ManagedProcess(f"conformance worker {self.starts}",
-                                   python_argv("harness.conformance.worker", "--engine", self.engine),
+        argv = python_argv("harness.conformance.worker", "--engine", self.engine,
+                           *(("--root", str(self.root)) if self.root else ()))
+        self.proc = ManagedProcess(f"conformance worker {self.starts}", argv,
                                    self.logs / f"worker-{self.starts}.log", pipes=True).start()
         out, lines = self.proc.proc.stdout, self.lines  # type: ignore[union-attr]
 
@@ -148,10 +156,22 @@ class CellWorker:
             lines.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
+        try:
+            ready = self.lines.get(timeout=WORKER_START_TIMEOUT_S)
+        except queue.Empty:
+            self.stop()
+            raise WorkerNotReady(f"the conformance worker did not start its nodes within "
+                                 f"{WORKER_START_TIMEOUT_S:.0f} s (see {self.logs})") from None
+        if ready is None or not json.loads(ready).get("ready"):
+            self.stop()
+            raise WorkerNotReady(f"the conformance worker died before it was ready (see {self.logs})")
 
     def run(self, cell: C.Cell, root: Path, timeout: float) -> dict[str, Any]:
         if self.proc is None or not self.proc.alive():
-            self._start()
+            try:
+                self._start()
+            except WorkerNotReady as e:
+                return {"error": str(e)}
         assert self.proc is not None and self.proc.proc is not None and self.proc.proc.stdin is not None
         msg = json.dumps({"cell": cell.to_json(), "root": str(root)}) + "\n"
         try:
@@ -197,7 +217,7 @@ def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CEL
         tables, logs = home / "tables", home / "logs"
         tables.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        worker = CellWorker(engine, logs)
+        worker = CellWorker(engine, logs, tables)
         try:
             while True:
                 try:

@@ -54,6 +54,11 @@ class SailBackend:
             raise
         self.proxy = self.storage.proxy
 
+    def start(self, root: Path) -> None:
+        """Storage and nodes for cells whose tables go under `root`."""
+        if self.storage is None:
+            self._start(root.parent)
+
     def close(self) -> None:
         self.engine.stop_nodes()
         if self.storage is not None:

@@ -49,11 +49,18 @@ def backend(engine: str) -> Backend:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", required=True)
+    ap.add_argument("--root", default=None, help="start the backend's storage and nodes here before any cell")
     args = ap.parse_args()
     out = sys.stdout
     sys.stdout = sys.stderr  # engine chatter must not corrupt the protocol
     be = backend(args.engine)
     try:
+        # Nodes start (and warm up) before the first cell, so that a cell's
+        # timeout bounds the cell alone.
+        if args.root and hasattr(be, "start"):
+            be.start(Path(args.root))
+        out.write(json.dumps({"ready": True}) + "\n")
+        out.flush()
         for line in sys.stdin:
             if not line.strip():
                 continue
