@@ -68,3 +68,85 @@ def test_a_commit_without_a_level_is_judged_by_its_own_engines_default(tmp_path:
     h = extract(run.history(), read_log(uri))
     assert {t.id: t.isolation for t in h.txns} == {"a": "WriteSerializable", "b": "Serializable"}
     assert h.assumed_default_level == "Serializable/WriteSerializable"
+
+
+# delta-spark's engineInfo: "Apache-Spark/<spark> Delta-Lake/<delta>".
+ENGINE_INFO_PREFIX = {"delta-spark": "Apache-Spark/", "delta-rs": "delta-rs:", "sail": "sail-delta-lake:"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("storage, protocol", [
+    ("local", "HDFSLogStore"),
+    ("s3", "S3SingleDriverLogStore"),
+])
+def test_delta_spark_delta_rs_and_sail_append_to_one_table(storage: str, protocol: str, results_dir: Path) -> None:
+    """All three engines as clients of one table, delta-spark first (it
+    creates the table). Seed 7: slot 0, on delta-spark's node, starts with
+    appends, so delta-spark commits workload ops even on a slow machine."""
+    engines = ("delta-spark", "delta-rs", "sail")
+    res = run_cli("run", "--workload", "append", "--engine", ",".join(engines), "--nodes", "3",
+                  "--storage", storage, "--concurrency", "3", "--time-limit", "8", "--seed", "7",
+                  "--results-dir", str(results_dir), "--no-progress")
+    assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: invalid, judged below
+    run_dir = only_run_dir(results_dir)
+    assert run_dir.parent.name == "append-delta-spark+delta-rs+sail"
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert {n["name"]: n["engine"] for n in spec["nodes"]} == {"n1": "delta-spark", "n2": "delta-rs", "n3": "sail"}
+    assert set(spec["engines"]) == set(engines)
+    # Each engine's commit protocol, in spec.json and one summary line each.
+    protocols = spec["commit_protocols"]
+    assert set(protocols) == set(engines), protocols
+    assert protocols["delta-spark"].startswith(protocol), protocols
+    summary = (run_dir / "summary.txt").read_text()
+    for e in engines:
+        assert f"commit protocol: {e}: {protocols[e]}" in summary, summary
+    assert summary.count("commit protocol:") == 3, summary
+    # Every engine really committed workload ops (version 0 is delta-spark's
+    # create-table) to the same log.
+    log = read_log(str(run_dir / "table"))
+    infos = [str((c.commit_info or {}).get("engineInfo", "")) for v, c in log.commits.items() if v > 0]
+    committed = {e for e, prefix in ENGINE_INFO_PREFIX.items() if any(i.startswith(prefix) for i in infos)}
+    assert committed == set(engines), sorted(set(infos))
+    assert str((log.commits[0].commit_info or {}).get("engineInfo", "")).startswith("Apache-Spark/")
+    # Each node acknowledged ops of its own.
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    ok_by_node = {e["node"] for e in events if isinstance(e["process"], int) and e["type"] == "ok"}
+    assert ok_by_node == {"n1", "n2", "n3"}
+    doc = load_results(run_dir)
+    if storage == "s3" and doc["verdict"] == "invalid":
+        _xfail_commits_replaced_by_delta_spark(doc, spec, log, events)
+    assert doc["verdict"] == "valid" and res.returncode == 0, doc["checkers"]
+
+
+def _xfail_commits_replaced_by_delta_spark(doc: dict, spec: dict, log, events: list[dict]) -> None:
+    """delta-spark's default S3 LogStore (S3SingleDriverLogStore) commits by
+    an existence check, then a plain PUT (no If-None-Match; mutual exclusion
+    only inside its own JVM). When another engine's commit of version v lands
+    between the two, delta-spark's PUT replaces it: an acknowledged write is
+    lost (spec C7; and C11, writers on several clusters). Measured here: 2 of
+    6 runs of this test on s3. Reported as a deviation, after checking that
+    the harness saw exactly that and nothing else."""
+    node_engine = {n["name"]: n["engine"] for n in spec["nodes"]}
+    op_node = {e["id"]: e["node"] for e in events if isinstance(e["process"], int) and e["type"] == "invoke"}
+    kinds = {c["checker"]: {a["kind"] for a in c["anomalies"]} for c in doc["checkers"] if c["anomalies"]}
+    assert set(kinds) <= {"durability", "read-validity"}, kinds
+    assert kinds.get("durability") == {"lost-write"}, kinds
+    # Readers that saw a replaced commit (delta-rs keeps its own) disagree with the log.
+    assert kinds.get("read-validity", set()) <= {"read-version-mismatch", "state-never-existed", "stale-read"}, kinds
+    lost = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "lost-write"]
+    evidence = []
+    for a in lost:
+        assert a["claim"] == "C7"
+        [op] = a["ops"]
+        # Only delta-spark writes commits without put-if-absent: the losers
+        # are the others' ops, and a version they were told now holds a
+        # delta-spark commit.
+        assert node_engine[op_node[op]] != "delta-spark", (op, op_node[op])
+        for v in a["versions"]:
+            info = str((log.commits[v].commit_info or {}).get("engineInfo", ""))
+            assert info.startswith(ENGINE_INFO_PREFIX["delta-spark"]), (op, v, info)
+        evidence.append(f"op {op} ({node_engine[op_node[op]]})" + (f", told version {a['versions'][0]}, now "
+                                                                   f"delta-spark's" if a["versions"] else ""))
+    pytest.xfail(f"deviation (spec C7, C11), delta-spark {spec['versions'].get('delta-spark', '')} with "
+                 f"S3SingleDriverLogStore beside put-if-absent writers on S3: {len(lost)} acknowledged append(s) "
+                 f"replaced by delta-spark's commit PUT: {'; '.join(evidence)}")

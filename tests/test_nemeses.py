@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -278,7 +280,9 @@ def test_heal_stops_the_fault_in_effect_and_continues_paused_processes(cluster: 
     ctx = ctx_for(cluster)
     rec = Recorder()
     pause = PauseNemesis()
-    sched = NemesisSchedule([pause], ctx, rec, 0.4).start()
+    # A fault of 1 s: the checks below run while it is on, even on a busy
+    # machine (with 0.2 s, the schedule's stop-pause came first under load).
+    sched = NemesisSchedule([pause], ctx, rec, 2.0).start()
     deadline = time.monotonic() + 5
     while not any(e["f"] == "start-pause" and e["type"] == OK for e in rec.events):
         assert time.monotonic() < deadline
@@ -354,16 +358,25 @@ def test_clock_skews_a_node_through_libfaketime(cluster: FakeCluster, monkeypatc
         pytest.skip("libfaketime not installed (Debian package faketime; run .ci/setup-debian)")
     ctx = ctx_for(cluster, seed=5)
     clock = ClockNemesis()
-    for _ in range(4):
+    seen = set()
+    for _ in range(6):
         v = clock.start(ctx)
-        env = cluster.env[v["node"]]
-        assert env["LD_PRELOAD"] == lib and int(env["FAKETIME"]) == v["offset_s"] != 0
+        seen.add(v["node"])
         if v["node"] == "n1":
-            assert cluster.restarts[-1] == ("n1", env)  # the server runs under the skew
+            # The server runs under the skew; its clients (Spark Connect
+            # clients, writing no time into the table) keep the real clock.
+            node, env = cluster.restarts[-1]
+            assert node == "n1" and cluster.env == {}
         else:
+            env = cluster.env[v["node"]]
             assert v["workers_restarted"]  # its workers respawn under the skew
+        assert env["LD_PRELOAD"] == lib and int(env["FAKETIME"]) == v["offset_s"] != 0
+        assert env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1" and env["FAKETIME_FORCE_MONOTONIC_FIX"] == "0"
         clock.stop(ctx)
         assert cluster.env == {}
+        if v["node"] == "n1":
+            assert cluster.restarts[-1] == ("n1", None)  # restarted without the skew
+    assert seen == {"n1", "n2"}
     # The skew really moves the wall clock of a process started with it.
     out = subprocess.run(["date", "+%s"], env={**os.environ, **{k: v for k, v in env.items()}, "FAKETIME": "+7200"},
                          capture_output=True, text=True, timeout=10)
@@ -529,7 +542,7 @@ def test_real_run_per_fault_family(engine: str, storage: str, nemesis: str, resu
     doc = assert_sound_run(code, out, run_dir)
     started = doc["history"]["nemesis"]["started"]
     assert set(started) <= set(nemesis.split(","))
-    if engine == "sail":
+    if engine in ("sail", "delta-spark"):
         _assert_killed_nodes_came_back(run_dir)
     if "s3" in storage and any(n in nemesis for n in PROXY_NEMESES):
         assert json.loads((run_dir / "spec.json").read_text())["storage"]["proxy"] is True
@@ -542,8 +555,9 @@ def test_real_run_per_fault_family(engine: str, storage: str, nemesis: str, resu
 
 
 def _assert_killed_nodes_came_back(run_dir: Path) -> None:
-    """A killed Sail server was started again (new pid, own log), and clients
-    of that node completed ops against it afterwards (at least its final read)."""
+    """A killed server node (a Sail server, a delta-spark JVM) was started
+    again (new pid, own log), and clients of that node completed ops against
+    it afterwards (at least its final read)."""
     ops = nemesis_ops(run_dir)
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     for i, (inv, done) in enumerate(ops):
@@ -557,6 +571,122 @@ def _assert_killed_nodes_came_back(run_dir: Path) -> None:
         after = [e for e in events if isinstance(e["process"], int) and e["node"] == node and e["type"] == OK
                  and e["index"] > stop["index"]]
         assert after, f"no op completed on {node} after its server was restarted"
+
+
+# delta-spark: one Spark Connect JVM per node, two nodes, one client each
+# (two JVMs and their clients already fill 2 cores). Measured here on a busy
+# 2-core machine: a JVM restarted by a fault listens after 13-32 s, and its
+# first op (no warm-up after a restart) took 11 s to over 30 s; hence longer
+# op timeouts where a JVM restarts, so that the restarted node's first ops
+# (and its final read, which the kill test needs) can complete. Seeds fix
+# which faults happen: the schedule's draws depend only on the seed and on
+# how many clients are alive.
+DELTA_SPARK_RUNS: dict[str, tuple[str, ...]] = {
+    # Seed 331: the first fault kills a node (a JVM) whatever the number of
+    # live clients, and the next five are pauses (a JVM or a worker); so no
+    # node is killed late in the run, which would leave a cold JVM for the
+    # final read. Kill at 3 s, restart from 6 s (it took 13-32 s here), the
+    # first pause 3 s after the restart: 45 s leave room for both.
+    "kill,pause": ("--seed", "331", "--nemesis-interval", "6", "--time-limit", "45", "--op-timeout", "60"),
+    # Seed 4: s3-errors on both nodes, latency on n2, ambiguous (commit PUTs
+    # applied, their answers lost), a partition of n1, in that order, one
+    # every 6 s (targets are whole nodes: a JVM holds one storage identity).
+    # Ambiguous comes third, when both clients commit at their steady pace.
+    "s3-errors,latency,ambiguous,partition": ("--seed", "4", "--nemesis-interval", "6", "--time-limit", "26",
+                                              "--op-timeout", "15"),
+    # One skew: a node's JVM restarted under libfaketime at 6 s, restarted
+    # without it 6 s after it listens (or by the heal at 30 s).
+    "clock": ("--seed", "11", "--nemesis-interval", "12", "--time-limit", "30", "--op-timeout", "30"),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("nemesis", list(DELTA_SPARK_RUNS))
+def test_real_run_per_fault_family_on_delta_spark(nemesis: str, results_dir: Path) -> None:
+    if "clock" in nemesis and libfaketime() is None:
+        pytest.skip("libfaketime not installed (Debian package faketime; run .ci/setup-debian)")
+    code, out, run_dir, _ = nemesis_run(results_dir, "--engine", "delta-spark", "--storage", "s3", "--nemesis", nemesis,
+                                        "--workload", "append", "--concurrency", "2", *DELTA_SPARK_RUNS[nemesis])
+    doc = assert_sound_run(code, out, run_dir, concurrency=2)
+    started = doc["history"]["nemesis"]["started"]
+    assert set(started) <= set(nemesis.split(","))
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert [n["engine"] for n in spec["nodes"]] == ["delta-spark", "delta-spark"]
+    ops = nemesis_ops(run_dir)
+    applied = [(inv["f"][len("start-"):], done["value"]) for inv, done in ops
+               if inv["f"].startswith("start-") and done["type"] == OK]
+    if "kill" in nemesis:
+        # The seed's first fault: a JVM killed, then started again and used.
+        assert any(f == "kill" and v["target"] == "node" for f, v in applied), applied
+        assert "pause" in started, started
+    _assert_killed_nodes_came_back(run_dir)
+    if any(n in nemesis for n in PROXY_NEMESES):
+        assert spec["storage"]["proxy"] is True
+        assert set(started) == set(nemesis.split(",")), started  # the seed's four faults
+        stats = json.loads((run_dir / "logs" / "s3proxy-stats.json").read_text())
+        assert sum(stats["faults"].values()) > 0, stats["faults"]  # faults met real requests
+    if nemesis == "clock":
+        _assert_jvm_restarts_ran_on_the_skewed_clock(run_dir)
+    explained = {"lost-write", "failed-but-committed", "duplicate-application", "duplicate-row",
+                 "read-version-mismatch", "state-never-existed", "stale-read"}
+    for checker, kinds in anomaly_kinds(doc).items():
+        assert kinds <= explained, (checker, kinds, out)
+    _xfail_if_two_jvms_committed_one_version(doc, run_dir)
+
+
+COMMITTED = re.compile(r"Committed delta #(\d+) to s3a://")
+
+
+def _xfail_if_two_jvms_committed_one_version(doc: dict[str, Any], run_dir: Path) -> None:
+    """delta-spark's default S3 LogStore (S3SingleDriverLogStore) commits by
+    an existence check, then a plain PUT: mutual exclusion inside one JVM
+    only. Two JVMs that both find version v absent both write it, and the
+    later PUT replaces the earlier commit: an acknowledged write is lost
+    (spec C7, C11), whatever the faults (which widen the window). Each lost
+    write must show as one version both JVMs' logs say they committed; then
+    it is reported as a deviation."""
+    lost = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "lost-write"]
+    if not lost:
+        return
+    by_version: dict[int, set[str]] = {}
+    for log in (run_dir / "logs").glob("delta-spark-n*.log"):  # one per JVM: n1, n2, n2.r1, ...
+        jvm = log.name[len("delta-spark-"):-len(".log")]
+        for m in COMMITTED.finditer(log.read_text(errors="replace")):
+            by_version.setdefault(int(m.group(1)), set()).add(jvm)
+    twice = sorted(v for v, jvms in by_version.items() if len(jvms) > 1)
+    assert len(twice) >= len(lost), (twice, [a["explanation"] for a in lost])
+    pytest.xfail(f"deviation (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
+                 f"acknowledged write(s) lost; version(s) {twice} committed by both JVMs (their logs); "
+                 f"first: {lost[0]['explanation'][:300]}")
+
+
+SPARK_STARTED = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}) INFO SparkConnectServer: "
+                           r"Spark Connect server started at", re.M)
+
+
+def _assert_jvm_restarts_ran_on_the_skewed_clock(run_dir: Path) -> None:
+    """The clock nemesis restarted a delta-spark JVM under libfaketime, and
+    that JVM really ran (it started its Spark Connect server) on the skewed
+    clock: its log's own timestamp of that line is the real time of the
+    restart plus the offset. The restart that ends the skew is on real time."""
+    ops = nemesis_ops(run_dir)
+    restarts = []  # (invoke wall, completion wall, offset, restart)
+    for inv, done in ops:
+        if done["type"] != OK:
+            continue
+        v = done["value"] or {}
+        if inv["f"] in ("start-clock", "stop-clock") and "server" in v:
+            restarts.append((inv["wall"], done["wall"], v["offset_s"], v["server"]))
+        elif inv["f"] == "heal" and "server" in v.get("clock", {}):
+            restarts.append((inv["wall"], done["wall"], 0, v["clock"]["server"]))
+    offsets = [off for _, _, off, _ in restarts]
+    assert offsets and offsets[0] != 0 and offsets[-1] == 0, restarts  # skewed, then back
+    for t0, t1, offset, restart in restarts:
+        assert restart["restarted"] is True
+        m = SPARK_STARTED.search(Path(restart["log"]).read_text(errors="replace"))
+        assert m, f"no start line in {restart['log']}"
+        logged = datetime.strptime(m.group(1), "%y/%m/%d %H:%M:%S.%f").timestamp()  # the JVM's local time
+        assert t0 + offset - 2 <= logged <= t1 + offset + 2, (m.group(0), t0, t1, offset)
 
 
 @pytest.mark.integration
