@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.conformance import cells as C
-from harness.conformance.model import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
-from harness.conformance.sail_backend import HOLD_TIMEOUT_S, LOSER, NODE_TIMEOUT_S, SailBackend
+from harness.conformance.model import APP_ID, SETUP, OpPlan, plans, table_spec
+from harness.conformance.sail_backend import NODE_TIMEOUT_S, SailBackend
 from harness.conformance.verdict import COMMITTED, UNSUPPORTED, Observation, TxnResult
 from harness.history import ErrorClass
 from harness.deltalog import read_log
 from harness.engines.base import TableSpec
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
 from harness.engines.spark import DeltaSparkClient
-from harness.s3proxy import log_version
 from harness.storage import open_storage
 
 
@@ -48,6 +47,14 @@ class _Borrowed(DeltaSparkClient):
 
 class DeltaSparkBackend(SailBackend):
     default_isolation = DELTA_SPARK_CAPABILITIES.default_isolation
+    # The loser's existence check of v0+1, released once the winner has
+    # committed it: it must find the file (200). No pin: after the release
+    # the loser must read v0+1 for its conflict check.
+    held_request = "existence check"
+    hold_target = {"method": "HEAD"}
+    hold_version_filter = True
+    release_status = 200
+    pin_loser = False
 
     def __init__(self) -> None:
         self.storage: Any = None
@@ -57,6 +64,7 @@ class DeltaSparkBackend(SailBackend):
         self.refused: dict[tuple[tuple[str, str], ...], str | None] = {}
         # (partition columns, properties) -> the template table's uri.
         self.templates: dict[tuple[Any, ...], str] = {}
+        self._s3: Any = None  # the client that copies templates
 
     def close(self) -> None:
         for c in self.sessions.values():
@@ -114,61 +122,19 @@ class DeltaSparkBackend(SailBackend):
 
     @staticmethod
     def execute(client: DeltaSparkClient, plan: OpPlan, table: TableSpec) -> None:  # type: ignore[override]
+        """The ops Sail lacks; every other op as Sail's backend runs it."""
         k, op_id = plan.kind, plan.op_id
-        t = client.table_ref
-        if k == C.INSERT:
-            client.append(plan.new_rows(), table, "sql", op_id)
-        elif k == C.APP_TXN:
+        if k == C.APP_TXN:
             client.append_idempotent(plan.new_rows(), table, APP_ID, 1, op_id)
-        elif k == C.INSERT_SELECT:
-            client.insert_select(list(COLUMNS), plan.insert_select_sql("{table}"), ["id"], op_id)
-        elif k == C.UPDATE:
-            client.update(plan.where, plan.assignments(), op_id)
-        elif k == C.DELETE:
-            client.delete(plan.where, op_id)
-        elif k == C.DELETE_ALL:
-            client._tag(op_id)
-            client._sql(f"DELETE FROM {t}")
-        elif k in (C.MERGE, C.MERGE_NOLIT):
-            client.merge(plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(),
-                         {**plan.merge_insert(), "prev_writer": "CAST(s.prev_writer AS STRING)"}, op_id)
         elif k in (C.OPTIMIZE, C.ZORDER):
             # OPTIMIZE ... WHERE p = '<part>' confines it to one partition (P1).
             client._tag(op_id)
-            stmt = f"OPTIMIZE {t}" + (f" WHERE p = '{plan.part}'" if plan.partitioned else "")
+            stmt = f"OPTIMIZE {client.table_ref}" + (f" WHERE p = '{plan.part}'" if plan.partitioned else "")
             client._sql(stmt + (" ZORDER BY (k)" if k == C.ZORDER else ""))
-        elif k == C.SET_PROPERTIES:
-            client.set_properties(plan.properties(), op_id)
         elif k == C.ADD_COLUMNS:
             client.add_columns([plan.column()], op_id)
         else:
-            raise ValueError(f"delta-spark backend has no op {k!r}")
-
-    def _held_race(self, v0, start_loser, run_winner, pin):  # type: ignore[override]
-        """Hold the loser's existence check of version v0+1 until the winner
-        has committed it; then let it go on (it must find the file)."""
-        notes: list[str] = []
-        self.proxy.hold_next_commit(LOSER, version=v0 + 1, method="HEAD")
-        thread = start_loser()
-        status, held = None, []
-        try:
-            held = self.proxy.holds(LOSER, wait=HOLD_TIMEOUT_S)
-            if not held:
-                notes.append(f"the loser's commit check was never held within {HOLD_TIMEOUT_S:.0f} s")
-            elif log_version(held[0]["path"]) != v0 + 1:
-                notes.append(f"the loser's held request was {held[0]['method']} {held[0]['path']}, "
-                             f"not of version {v0 + 1}")
-            winner = run_winner()
-        finally:
-            if held := self.proxy.holds(LOSER):
-                status = self.proxy.release(held[0]["id"])
-            self.proxy.heal()
-        if held and status != 200:
-            notes.append(f"the released existence check got {status}, not 200 (the winner's commit was not there)")
-        thread.join(HOLD_TIMEOUT_S)
-        if thread.is_alive():
-            notes.append("the loser did not finish")
-        return winner, notes, thread, status
+            SailBackend.execute(client, plan, table)
 
     def _setup_table(self, client: DeltaSparkClient, table: TableSpec, uri: str) -> None:  # type: ignore[override]
         """Copy the cell's starting table from a template made once per set of
@@ -181,7 +147,9 @@ class DeltaSparkBackend(SailBackend):
             template = self.storage.table_uri(f"template-{len(self.templates)}")
             super()._setup_table(client.at(template), table, template)
             self.templates[key] = template
-        s3 = self.storage.boto3_client()
+        if self._s3 is None:
+            self._s3 = self.storage.boto3_client()
+        s3 = self._s3
         src_bucket, src_prefix = _bucket_key(self.templates[key])
         dst_bucket, dst_prefix = _bucket_key(uri)
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=src_bucket, Prefix=src_prefix + "/")

@@ -27,7 +27,7 @@ from harness.deltalog import read_log
 from harness.s3proxy import log_version
 from harness.engines.base import TableSpec
 from harness.engines.sail import SAIL_CAPABILITIES, SailEngine
-from harness.engines.spark import TABLE_NAME, SparkConnectClient
+from harness.engines.spark import SparkConnectClient
 from harness.history import ErrorClass
 from harness.storage import open_storage
 
@@ -103,7 +103,8 @@ class SailBackend:
             client.delete(plan.where, op_id)
         elif k == C.DELETE_ALL:
             client._register()
-            client._sql(f"DELETE FROM {TABLE_NAME}")
+            client._tag(op_id)
+            client._sql(f"DELETE FROM {client.table_ref}")
         elif k in (C.MERGE, C.MERGE_NOLIT):
             # VALUES gives an all-NULL column no type: the insert casts it.
             client.merge(plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(),
@@ -111,7 +112,7 @@ class SailBackend:
         elif k == C.SET_PROPERTIES:
             client.set_properties(plan.properties(), op_id)
         else:
-            raise ValueError(f"sail backend has no op {k!r}")
+            raise ValueError(f"{client.name} backend has no op {k!r}")
 
     @staticmethod
     def _attempt(client: SparkConnectClient, fn: Callable[[], Any]) -> TxnResult:
@@ -125,22 +126,33 @@ class SailBackend:
 
     # -- schedules ---------------------------------------------------------------
 
+    # Where the loser is held, and what its release must answer. Sail: its
+    # commit PUT of v0+1, released to fail put-if-absent (412). A backend
+    # whose engine checks before it writes holds that check instead.
+    held_request = "commit PUT"
+    hold_target: dict[str, Any] = {}
+    hold_version_filter = False  # hold only a request for version v0+1
+    release_status = 412
+    pin_loser = True  # may the loser's reads be pinned at v0
+
     def _held_race(self, v0: int, start_loser: Callable[[], threading.Thread], run_winner: Callable[[], TxnResult],
                    pin: bool) -> tuple[TxnResult, list[str], threading.Thread | None, int | None]:
-        """Hold (and pin) the loser, start it, wait for its held commit PUT,
-        run the winner, then let the loser go. Returns the winner's result,
-        control notes, the loser's thread, and the release status."""
+        """Hold (and pin) the loser, start it, wait for its held request of
+        version v0+1, run the winner, then let the loser go. Returns the
+        winner's result, control notes, the loser's thread, and the release
+        status."""
         notes: list[str] = []
-        pin_id = self.proxy.pin(v0, node=LOSER) if pin else None
-        self.proxy.hold_next_commit(LOSER)
+        pin_id = self.proxy.pin(v0, node=LOSER) if pin and self.pin_loser else None
+        self.proxy.hold_next_commit(LOSER, version=v0 + 1 if self.hold_version_filter else None, **self.hold_target)
         thread = start_loser()
         status, held = None, []
         try:
             held = self.proxy.holds(LOSER, wait=HOLD_TIMEOUT_S)
             if not held:
-                notes.append(f"the loser's commit PUT was never held within {HOLD_TIMEOUT_S:.0f} s")
+                notes.append(f"the loser's {self.held_request} was never held within {HOLD_TIMEOUT_S:.0f} s")
             elif log_version(held[0]["path"]) != v0 + 1:
-                notes.append(f"the loser's held commit PUT was {held[0]['path']}, not version {v0 + 1}")
+                notes.append(f"the loser's held {self.held_request} was {held[0]['method']} {held[0]['path']}, "
+                             f"not of version {v0 + 1}")
             winner = run_winner()
         finally:
             if pin_id is not None:
@@ -148,8 +160,9 @@ class SailBackend:
             if held := self.proxy.holds(LOSER):
                 status = self.proxy.release(held[0]["id"])
             self.proxy.heal()  # whatever is left of this cell's rules
-        if held and status != 412:
-            notes.append(f"the released commit PUT got {status}, not 412 (the winner's version was not there)")
+        if held and status != self.release_status:
+            notes.append(f"the released {self.held_request} got {status}, not {self.release_status} "
+                         "(the winner's commit was not there)")
         thread.join(HOLD_TIMEOUT_S)
         if thread.is_alive():
             notes.append("the loser did not finish")
