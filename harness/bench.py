@@ -41,7 +41,7 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
         run_dir = Path(tmp)
         storage = open_storage(storage_kind, run_dir, prefix="bench/")
         try:
-            nodes = engine.start_nodes(1, storage, run_dir / "logs", 60)
+            nodes = engine.start_nodes(1, storage, run_dir / "logs", 180)  # a JVM on a loaded machine
             try:
                 # Bare loop: the engine client called directly, no harness.
                 bare_cfg = engine.client_config(nodes[0], 0, storage, storage.table_uri("bare"), 30)

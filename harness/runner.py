@@ -20,7 +20,7 @@ from harness.clients import OpTimeout, Worker, WorkerDied
 from harness.deltalog import copy_table
 from harness.engines import make_engine, parse_engine_list
 from harness.engines.base import Engine, Node, TableSpec
-from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
+from harness.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
 from harness.procs import HarnessError
 from harness.progress import Progress
 from harness.spec import RunSpec, package_versions

@@ -145,3 +145,13 @@ def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(
     done = [e for e in load_history(only_run_dir(tmp_path) / "history.jsonl").events if e.type != "invoke"]
     assert [(e.f, e.type, e.error.cls if e.error else None) for e in done] == [
         ("create-table", "fail", ErrorClass.UNSUPPORTED)]
+
+
+def test_extra_spark_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.engines.deltaspark import SPARK_CONF_ENV, _env_conf
+
+    monkeypatch.setenv(SPARK_CONF_ENV, "spark.sql.codegen.wholeStage=true  a.b=c=d")
+    assert _env_conf() == {"spark.sql.codegen.wholeStage": "true", "a.b": "c=d"}
+    monkeypatch.setenv(SPARK_CONF_ENV, "novalue")
+    with pytest.raises(HarnessError, match="'novalue' is not key=value"):
+        _env_conf()

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.engines.base import Capabilities, ClientConfig, Engine, Node
+from harness.engines.base import Capabilities, ClientConfig, Node
 from harness.engines.jars import JarSet, resolve, spark_home
+from harness.engines.servers import ServerEngine
 from harness.engines.spark import spark_uri
 from harness.procs import HarnessError, ManagedProcess, python_argv
 from harness.storage import Storage
@@ -53,6 +54,9 @@ JAVA_OPTS_ENV = "DJ_SPARK_JAVA_OPTS"
 # the workloads' ops took 53 s with the JVM defaults and 28 s with these;
 # later passes took the same time either way.
 DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# More Spark settings for every node, "key=value" pairs split by whitespace,
+# applied after the harness's own (so they can replace them).
+SPARK_CONF_ENV = "DJ_SPARK_CONF"
 WARMUP_TIMEOUT_S = 180.0
 # Spark logs every task and plan at INFO (~1 MB per node per 30 s). Kept:
 # warnings, the server's start line (the readiness probe waits for it) and
@@ -89,9 +93,20 @@ def _conf(pairs: dict[str, str]) -> list[str]:
     return out
 
 
-class DeltaSparkEngine(Engine):
+def _env_conf() -> dict[str, str]:
+    out = {}
+    for pair in os.environ.get(SPARK_CONF_ENV, "").split():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise HarnessError(f"{SPARK_CONF_ENV}: {pair!r} is not key=value")
+        out[key] = value
+    return out
+
+
+class DeltaSparkEngine(ServerEngine):
     name = "delta-spark"
     capabilities = DELTA_SPARK_CAPABILITIES
+    stop_grace = 10.0
 
     def __init__(self, log_store: str = "default", jar_dir: str | None = None,
                  progress: Callable[[str], None] | None = None):
@@ -101,11 +116,10 @@ class DeltaSparkEngine(Engine):
         self.jar_dir = jar_dir
         self.progress = progress
         self.jars: JarSet | None = None
-        self.servers: list[ManagedProcess] = []
-        self.by_name: dict[str, ManagedProcess] = {}
         self.workdirs: list[str] = []
-        self.restarts = 0
         self.last_start: dict[str, float] = {}
+        self._t0 = 0.0
+        super().__init__()
 
     # -- jars and configuration ------------------------------------------------
 
@@ -142,6 +156,15 @@ class DeltaSparkEngine(Engine):
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
+            # Interpreted expressions, no generated Java: on tables of a few
+            # hundred rows, building and compiling the code of each query
+            # (Delta's action encoders are wide) cost more than running it.
+            # Measured on 41 conformance cells, 2 JVMs on 2 cores: JVM CPU
+            # 220 s -> 166 s, cell time 148 s -> 114 s (either setting alone
+            # was no faster, or slower). Execution settings only: what Delta
+            # commits, and how it detects conflicts, is the same.
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         }
         if storage.kind != "local":
             endpoint = storage.client_env("x")["AWS_ENDPOINT_URL"]
@@ -167,8 +190,8 @@ class DeltaSparkEngine(Engine):
 
     # -- nodes -------------------------------------------------------------------
 
-    def _launch(self, name: str, storage: Storage, log: Path,
-                extra_env: dict[str, str] | None = None) -> ManagedProcess:
+    def _spawn(self, name: str, storage: Storage, log: Path,
+               extra_env: dict[str, str] | None = None) -> ManagedProcess:
         jars = self.prepare(storage)
         work = tempfile.mkdtemp(prefix=f"dj-spark-{name}-")
         self.workdirs.append(work)
@@ -182,19 +205,16 @@ class DeltaSparkEngine(Engine):
                         "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
                         "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work} "
                                                          f"-Dlog4j2.configurationFile=file:{log4j} "
-                                                         + os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS)}),
+                                                         + os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS),
+                        **_env_conf()}),
                 "spark-internal"]
         # SPARK_LOCAL_IP: nothing of the JVM binds beyond loopback.
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", **storage.client_env(name),
                **(extra_env or {})}
         env.pop("PYSPARK_PYTHON", None)
-        srv = ManagedProcess(f"delta-spark-{name}", argv, log, env=env, cwd=work).start()
-        self.servers.append(srv)
-        self.by_name[name] = srv
-        return srv
+        return ManagedProcess(f"delta-spark-{name}", argv, log, env=env, cwd=work).start()
 
-    @staticmethod
-    def _ready(srv: ManagedProcess, timeout: float) -> str:
+    def _ready(self, srv: ManagedProcess, timeout: float) -> str:
         m = srv.wait_for_log(r"Spark Connect server started at: 127\.0\.0\.1:(\d+)", timeout)
         return f"sc://127.0.0.1:{m.group(1)}"
 
@@ -226,48 +246,19 @@ class DeltaSparkEngine(Engine):
 
     def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
         self.prepare(storage)  # the jar fetch, once, before any JVM starts
-        nodes = []
-        try:
-            # All JVMs start at once (each takes ~20 s, mostly single-threaded);
-            # every process is spawned from this thread (PDEATHSIG follows it).
-            started = []
-            for i in range(n):
-                name = f"n{first + i}"
-                started.append((name, self._launch(name, storage, logs_dir / f"delta-spark-{name}.log")))
-            t0 = time.monotonic()
-            for name, srv in started:
-                url = self._ready(srv, timeout)
-                nodes.append(Node(name, url=url, pid=srv.pid, log=str(srv.log_path)))
-            t1 = time.monotonic()
-            self._warm(nodes, logs_dir)
-            # For bench-startup: answering vs warmed.
-            self.last_start = {"ready_s": t1 - t0, "warmup_s": time.monotonic() - t1}
-        except BaseException:
-            self.stop_nodes()
-            raise
-        return nodes
+        self._t0 = time.monotonic()
+        return super().start_nodes(n, storage, logs_dir, timeout, first)
 
-    def server(self, name: str) -> ManagedProcess | None:
-        return self.by_name.get(name)
+    def _after_start(self, nodes: list[Node], logs_dir: Path) -> None:
+        t1 = time.monotonic()
+        self._warm(nodes, logs_dir)
+        # For bench-startup: answering vs warmed.
+        self.last_start = {"ready_s": t1 - self._t0, "warmup_s": time.monotonic() - t1}
 
-    def restart_node(self, node: Node, storage: Storage, logs_dir: Path, timeout: float,
-                     extra_env: dict[str, str] | None = None) -> None:
-        old = self.by_name.get(node.name)
-        if old is not None:
-            old.kill()
-            if old in self.servers:
-                self.servers.remove(old)
-        self.restarts += 1
-        srv = self._launch(node.name, storage, logs_dir / f"delta-spark-{node.name}.r{self.restarts}.log", extra_env)
-        # No warm-up: a restarted cluster is slow over its first ops, and
-        # the run should see that, as it sees the outage itself.
-        node.url, node.pid, node.log = self._ready(srv, timeout), srv.pid, str(srv.log_path)
+    # restart_node (the base's) runs no warm-up: a restarted cluster is slow
+    # over its first ops, and the run should see that, as it sees the outage.
 
-    def stop_nodes(self) -> None:
-        for srv in self.servers:
-            srv.stop(grace=10.0)
-        self.servers.clear()
-        self.by_name.clear()
+    def _cleanup(self) -> None:
         for d in self.workdirs:
             shutil.rmtree(d, ignore_errors=True)
         self.workdirs.clear()
