@@ -136,12 +136,12 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     log = read_log(str(run_dir / "table"), prefetch_data=True)
     log.related = _related_logs(run_dir / "table", spec)
     results = []
+    no_evidence = _no_evidence(run, log)
     for name in names:
-        if run.get("refused"):
-            # No table, so no workload: an empty history would pass some
-            # checkers vacuously, and no evidence is never "valid".
-            results.append(CheckResult(name, Verdict.UNKNOWN, "The engine refused to create the table; "
-                                       "there is nothing to check."))
+        if no_evidence:
+            # An empty history or log would pass some checkers vacuously
+            # ("all 0 rows distinct"), and no evidence is never "valid".
+            results.append(CheckResult(name, Verdict.UNKNOWN, no_evidence))
             continue
         try:
             results.append(CHECKERS[name](history, log))
@@ -172,6 +172,19 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
     return Report(run_dir, verdict, results, doc, summary)
+
+
+def _no_evidence(run: dict[str, Any], log: Any) -> str:
+    """Why there is nothing to check the history against, or ""."""
+    if run.get("refused"):
+        return "The engine refused to create the table; there is nothing to check."
+    if log.latest_version is None:
+        # The harness copies the table into the run folder at the end; a
+        # harness killed before that (or a table in an in-memory store)
+        # leaves no log, which says nothing about what the engine committed.
+        return ("No transaction log in the run folder (table/_delta_log has no commits): without the "
+                "table's log nothing the history claims can be checked.")
+    return ""
 
 
 def _isolation_levels(log: Any) -> list[str]:

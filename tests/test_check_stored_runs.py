@@ -82,3 +82,16 @@ def test_a_commit_removed_from_the_log_is_a_gap(real_run: Path, tmp_path: Path) 
     # A gap, or a hole under a checkpoint (delta-rs checkpoints every 100).
     a = sanity["anomalies"][0]
     assert a["kind"] in ("log-gap", "log-missing-commit") and a["versions"] == [2]
+
+
+def test_a_run_without_its_table_log_is_unknown_in_every_checker(real_run: Path, tmp_path: Path) -> None:
+    """A harness killed before it copied the table leaves a history and no
+    log: no checker may call that valid (issue 11, item 1)."""
+    run = _copy(real_run, tmp_path)
+    shutil.rmtree(run / "table")
+    res = run_cli("check", str(run))
+    assert res.returncode == 3, res.stdout + res.stderr
+    doc = load_results(run)
+    assert doc["verdict"] == "unknown"
+    assert doc["checkers"] and {c["verdict"] for c in doc["checkers"]} == {"unknown"}
+    assert all("No transaction log" in c["explanation"] for c in doc["checkers"])
