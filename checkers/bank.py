@@ -8,16 +8,20 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.model import table_facts
 from harness.deltalog import TransactionLog
 from harness.history import OK, History
 
 NAME = "bank"
 
 
-def _expected_total(history: History) -> int | None:
+def _load(history: History) -> tuple[str, int] | None:
+    """The acknowledged setup load: its op id and the total it wrote."""
     for op in history.ops():
         if op.f == "load" and op.type == OK and isinstance(op.invoke.value, dict):
-            return op.invoke.value.get("total")
+            total = op.invoke.value.get("total")
+            if total is not None:
+                return op.id, total
     return None
 
 
@@ -49,13 +53,29 @@ def _version_totals(log: TransactionLog) -> tuple[dict[int, int], dict[int, dict
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
-    expected = _expected_total(history)
-    if expected is None:
+    load = _load(history)
+    if load is None:
         return CheckResult(NAME, Verdict.UNKNOWN, "No successful initial load in the history: the expected total "
                                                   "balance is unknown.")
+    load_id, expected = load
     totals, accounts = _version_totals(log)
     anomalies: list[Anomaly] = []
-    loaded = min((v for v, t in totals.items() if t == expected), default=None)
+    # The load's commit: where its rows appear (they carry its op id), else
+    # the first version holding the whole loaded total.
+    loaded = table_facts(log).version_of(load_id)
+    if loaded is None:
+        loaded = min((v for v, t in totals.items() if t == expected), default=None)
+    if loaded is None:
+        # Acknowledged, yet no version ever held what it wrote: the load was
+        # lost (C7) or applied in part (C6). Nothing after it can be checked
+        # against a total the table never had, and that is itself the anomaly.
+        seen = sorted(set(totals.values()))
+        claim = "C7" if not any(totals.values()) else "C6"
+        anomalies.append(Anomaly(
+            "load-never-visible", claim,
+            f"The load {load_id} was acknowledged with a total balance of {expected}, but no version of the table "
+            f"sums to it (totals seen: {seen[:10]}{' ...' if len(seen) > 10 else ''}): the load was "
+            f"{'lost' if claim == 'C7' else 'applied in part'}.", ops=[load_id], versions=sorted(totals)[-1:]))
     for v, t in sorted(totals.items()):
         if loaded is not None and v >= loaded and t != expected:
             anomalies.append(Anomaly(
@@ -74,7 +94,9 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 "read-wrong-total", "C12",
                 f"Read {r.id} (process {r.process}) saw balances summing to {t}, not {expected}: "
                 f"{dict((k, b) for k, b in bal)}.", ops=[r.id]))
-    stats = {"expected_total": expected, "versions_checked": len(totals), "reads_checked": len(reads)}
+    checked = len([v for v in totals if loaded is not None and v >= loaded])
+    stats = {"expected_total": expected, "load_version": loaded, "versions_checked": checked,
+             "reads_checked": len(reads)}
     if anomalies:
         return CheckResult(
             NAME, Verdict.INVALID,
@@ -84,5 +106,5 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             anomalies, stats)
     return CheckResult(
         NAME, Verdict.VALID,
-        f"The total balance is {expected} at all {len(totals) - (loaded or 0)} version(s) since the load and in all "
+        f"The total balance is {expected} at all {checked} version(s) since the load (version {loaded}) and in all "
         f"{len(reads)} read(s).", [], stats)

@@ -60,3 +60,31 @@ def test_a_read_with_the_wrong_total_is_caught() -> None:
     assert res.verdict is Verdict.INVALID
     assert [a.kind for a in res.anomalies] == ["read-wrong-total"]
     assert "195" in res.anomalies[0].explanation and "0.1" in res.anomalies[0].explanation
+
+
+def test_a_load_whose_total_never_appears_is_caught() -> None:
+    """The load was acknowledged with 200 but the table only ever held 150
+    (a partial load): no version can be checked against a total the table
+    never had, and that is itself the anomaly (issue 11, item 3)."""
+    commits = [create_actions(), [add_action("load.parquet", 2)],
+               [remove_action("load.parquet"), add_action("t1.parquet", 2)]]
+    log = TransactionLog.from_commits(commits, {"load.parquet": _file([(0, 100), (1, 50)]),
+                                                "t1.parquet": _file([(0, 75), (1, 75)])})
+    res = bank.check(_history(), log)
+    assert res.verdict is Verdict.INVALID, res.explanation
+    a = res.anomalies[0]
+    assert a.kind == "load-never-visible" and a.claim == "C6" and a.ops == ["setup.2"]
+    assert "150" in a.explanation
+
+
+def test_a_lost_load_is_caught_as_c7() -> None:
+    log = TransactionLog.from_commits([create_actions()], {})
+    res = bank.check(_history(), log)
+    assert res.verdict is Verdict.INVALID
+    assert [(a.kind, a.claim) for a in res.anomalies][0] == ("load-never-visible", "C7")
+
+
+def test_the_valid_text_counts_the_versions_it_checked() -> None:
+    res = bank.check(_history(), _log([(0, 95), (1, 105)]))
+    assert res.stats["load_version"] == 1 and res.stats["versions_checked"] == 2
+    assert "at all 2 version(s) since the load (version 1)" in res.explanation
