@@ -82,6 +82,7 @@ class TableFacts:
     # version -> op id recorded in commitInfo by engines that can (delta-rs)
     commit_ops: dict[int, str] = field(default_factory=dict)
     unreadable_files: list[str] = field(default_factory=list)
+    _op_commits: dict[str, int] | None = field(default=None, repr=False)
 
     @property
     def latest(self) -> int | None:
@@ -108,6 +109,18 @@ class TableFacts:
         """The version at which an op's rows first appeared (its commit)."""
         vs = self.writer_versions.get(op_id)
         return vs[0] if vs else None
+
+    def commit_version(self, op_id: str) -> int | None:
+        """An op's commit: where its rows first appeared, else the commit
+        whose commitInfo names it (a write that adds no rows, e.g. a DELETE)."""
+        v = self.version_of(op_id)
+        if v is not None:
+            return v
+        if self._op_commits is None:
+            self._op_commits = {}
+            for version, op in sorted(self.commit_ops.items(), reverse=True):
+                self._op_commits[op] = version  # the earliest wins
+        return self._op_commits.get(op_id)
 
 
 def table_facts(log: TransactionLog) -> TableFacts:

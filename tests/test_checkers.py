@@ -505,6 +505,22 @@ def test_read_validity_stale_read():
     assert "1.1" in a.explanation and "version 2" in a.explanation
 
 
+def test_read_validity_a_commit_without_rows_narrows_the_window():
+    """An acknowledged DELETE of everything adds no rows; its commit (found by
+    the op id in its commitInfo) still bounds later reads: a read that
+    starts after it was acknowledged and sees the rows is stale (issue 11,
+    item 5)."""
+    run = three_versions()
+    run.invoke("0.4", "delete", {"where": "true"}, time=62, process=0)
+    run.complete("0.4", OK, time=64)
+    run.commit(op="0.4", removes=["f1.parquet", "f2.parquet", "f3.parquet"])  # v4: empty table
+    run.read("1.1", [1, 2, 3], start=70, end=75, process=1)
+    history, log = run.build()
+    res = read_validity.check(history, log)
+    assert_invalid(res, "stale-read")
+    assert only(res, "stale-read")[0].versions == [3, 4]
+
+
 def test_read_validity_ack_at_read_start_is_concurrent():
     run = three_versions()
     run.read("1.1", [1], start=40, end=48, process=1)  # ack of v2 at the same instant
