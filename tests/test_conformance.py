@@ -372,3 +372,15 @@ def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
     assert "died" in reply["error"]
     obs = _error_obs(reply["error"])
     assert judge(M1, C.expectation(M1), obs)[0] == UNCONTROLLED
+
+
+def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
+    """Exit codes as `check`'s: uncontrolled or error cells make 3, never 0;
+    a safety deviation makes 1 whatever else (issue 11, item 11)."""
+    from harness.conformance.runner import exit_code
+
+    assert exit_code(Counter({CONFORMS: 5})) == 0
+    assert exit_code(Counter({CONFORMS: 5, V_UNSUPPORTED: 2})) == 0
+    assert exit_code(Counter({UNCONTROLLED: 3})) == 3
+    assert exit_code(Counter({V_ERROR: 1, CONFORMS: 9})) == 3
+    assert exit_code(Counter({SAFETY: 1, UNCONTROLLED: 3})) == 1

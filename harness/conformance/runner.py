@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 from harness.conformance import cells as C
 from harness.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
-from harness.conformance.verdict import (COMMITTED, ERROR, SAFETY, VERDICTS, Observation, TxnResult,
-                                         allowed_classes, judge)
+from harness.conformance.verdict import (COMMITTED, ERROR, SAFETY, UNCONTROLLED, V_ERROR, VERDICTS, Observation,
+                                         TxnResult, allowed_classes, judge)
 from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
 from harness.procs import HarnessError, ManagedProcess, python_argv
 
@@ -316,7 +316,7 @@ def select(cells: list[C.Cell], pattern: str | None) -> list[C.Cell]:
 def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout: float = CELL_TIMEOUT_S,
                     verbose: bool = True, jobs: int = 1) -> int:
     """The whole matrix (or the cells matching `pattern`); exit 1 on any
-    safety deviation."""
+    safety deviation, 3 if any cell could not be judged."""
     # Only engines with a conformance backend (not spark-connect: the cells
     # start their own nodes).
     if engine not in ENGINES:
@@ -337,7 +337,17 @@ def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout
     print(f"conformance {engine}: {len(results)} cells in {seconds:.0f} s: "
           + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]))
     print(f"report: {root / 'conformance.md'}")
-    return 1 if counts[SAFETY] else 0
+    return exit_code(counts)
+
+
+def exit_code(counts: Counter[str]) -> int:
+    """As `check`: 1 only for a safety deviation; a matrix with cells the
+    harness could not judge (uncontrolled, error) is no clean pass (3)."""
+    if counts[SAFETY]:
+        return 1
+    if counts[UNCONTROLLED] or counts[V_ERROR]:
+        return 3
+    return 0
 
 
 # -- command line ----------------------------------------------------------------
@@ -346,7 +356,7 @@ def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout
 def add_parser(sub: Any) -> None:
     """`delta-jepsen conformance` (registered by harness.cli)."""
     c = sub.add_parser("conformance", help="deterministic two-transaction conflict schedules per spec claim, "
-                       "as conformance.md / conformance.json; exit 1 on a safety deviation")
+                       "as conformance.md / conformance.json; exit 1 on a safety deviation, 3 if a cell could not be judged")
     c.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINES)} (default delta-rs)")
     c.add_argument("--cells", default=None, help="only the cells whose id matches this regular expression, "
                    "e.g. 'unpartitioned/Serializable/insert>'")
