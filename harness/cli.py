@@ -11,6 +11,7 @@ import json
 import os
 import random
 import sys
+import traceback
 from pathlib import Path
 from typing import NoReturn
 
@@ -362,6 +363,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         os._exit(EXIT_BAD_INPUT)
+    except OSError as e:
+        # A path the harness cannot use (an unwritable --results-dir or
+        # --local-root, a file where a folder should be): bad input, and
+        # never exit 1, which only an engine's broken guarantee may give.
+        where = f": {e.filename}" if e.filename else ""
+        print(f"delta-jepsen: error: {e.strerror or e}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception:  # noqa: BLE001 - a harness bug is no verdict on the engine
+        traceback.print_exc()
+        print("delta-jepsen: error: the harness failed (a bug in delta-jepsen, not a verdict on the engine; "
+              "traceback above)", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":
