@@ -15,8 +15,8 @@ from harness.conformance import cells as C
 from harness.conformance.model import apply, initial_rows, plans, serial_outcomes
 from harness.conformance.runner import check_data, render_markdown, run_cells, select, CellResult
 from harness.conformance.verdict import (AVAILABILITY, COMMITTED, CONFORMS, ERROR, EXCEPTION_CLASS, FAILED, SAFETY,
-                                         UNCONTROLLED, UNSUPPORTED, V_ERROR, V_UNSUPPORTED, Observation, TxnResult,
-                                         allowed_classes, judge)
+                                         UNCONTROLLED, UNJUDGED, UNSUPPORTED, V_ERROR, V_UNSUPPORTED, Observation,
+                                         TxnResult, allowed_classes, judge)
 from harness.procs import HarnessError
 from tests.conftest import run_cli
 
@@ -230,7 +230,7 @@ def test_markdown_lists_every_cell_and_deviation():
                CellResult(C16_S, C.expectation(C16_S), _obs(TxnResult(COMMITTED, version=4)), SAFETY, "committed")]
     md = render_markdown("delta-rs", results, 1.0, {"deltalake": "x"})
     assert "| M1 | insert + insert | insert first | WriteSerializable | unpartitioned | cannot conflict | committed | " \
-           "conforms |" in md
+           "- | conforms |" in md
     assert "- **C16** (1):" in md and f"`{C16_S.id}`: deviates-safety" in md
     all_cells = md.split("## All cells")[1]
     assert len([l for l in all_cells.splitlines() if l.startswith("| ") and "claim" not in l]) == len(cells)
@@ -286,6 +286,9 @@ def test_deltars_control_took_effect(deltars_sample):
         if r.cell.winner == C.CREATE:
             assert r.obs.winner.version == 0
             continue
+        # The level is read back from the table, and it is the one asked for.
+        assert r.obs.level == r.cell.level and r.obs.level_source == "delta.isolationLevel at version 2", r.cell.id
+        assert r.to_json()["judged_level"] == r.cell.level
         assert r.obs.winner.version == 3 and r.obs.winner.read_version == 2, r.cell.id
         assert r.obs.loser.read_version == 2, r.cell.id
         if r.obs.loser.status == COMMITTED:
@@ -384,3 +387,83 @@ def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
     assert exit_code(Counter({UNCONTROLLED: 3})) == 3
     assert exit_code(Counter({V_ERROR: 1, CONFORMS: 9})) == 3
     assert exit_code(Counter({SAFETY: 1, UNCONTROLLED: 3})) == 1
+
+
+def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: int = 2):
+    from harness.conformance.model import SETUP
+    from harness.deltalog import Commit, TransactionLog
+
+    conf = {"delta.isolationLevel": table_level} if table_level else {}
+    commits = [Commit(0, [{"commitInfo": {"operation": "CREATE TABLE"}},
+                          {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                          {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                                        "schemaString": '{"type":"struct","fields":[]}', "partitionColumns": [],
+                                        "configuration": conf}}])]
+    for v in range(1, len(SETUP) + 1 + extra):
+        info = {"operation": "WRITE"}
+        if v in commit_levels:
+            info["isolationLevel"] = commit_levels[v]
+        commits.append(Commit(v, [{"commitInfo": info}]))
+    return TransactionLog.from_commits(commits, {})
+
+
+def test_cells_are_judged_at_the_level_the_table_carried():
+    """The expectation follows the level in the log (spec C13), not the one
+    the cell asked for (issue 11, item 6)."""
+    from harness.conformance.model import SETUP
+    from harness.conformance.runner import carried_level, judged_cell
+
+    v0 = len(SETUP)
+    assert carried_level(_level_log(WS, {v0 + 2: S}), S) == (WS, f"delta.isolationLevel at version {v0}")
+    level, source = carried_level(_level_log(None, {v0 + 1: WS, v0 + 2: WS}), S)
+    assert (level, source) == (WS, f"commitInfo.isolationLevel of version {v0 + 2}")
+    assert carried_level(_level_log(None, {}), "Serializable")[0] == S
+    # C16: DELETE after a concurrent INSERT must fail under Serializable and
+    # commits under WriteSerializable. Asked for Serializable, the table
+    # carried WriteSerializable: a committed loser conforms, judged at WS.
+    cell = C.Cell(C.INSERT, C.DELETE, S, C.UNPARTITIONED)
+    obs = _obs(TxnResult(COMMITTED, version=v0 + 2))
+    assert _judge(cell, obs) == SAFETY
+    obs.level, obs.level_source = WS, "delta.isolationLevel at version 3"
+    judged = judged_cell(cell, obs)
+    assert judged.level == WS and judged.winner == cell.winner and judged.loser == cell.loser
+    assert _judge(judged, obs) == CONFORMS
+    obs.level = "Snapshot"  # not a level the spec knows: judged as asked
+    assert judged_cell(cell, obs) == cell
+
+
+def test_a_conforming_outcome_on_a_table_the_checker_could_not_judge_is_unjudged():
+    """An unknown serializability result never becomes `conforms` (issue 11,
+    item 9); safety still wins, and the report shows the checker's verdict."""
+    committed = TxnResult(COMMITTED, version=4)
+    obs = _obs(committed, checker_verdict="unknown", checker_note="no op attribution for version 4")
+    verdict, why = judge(M3, C.expectation(M3), obs)
+    assert verdict == UNJUDGED and "no op attribution" in why
+    assert _judge(M3, _obs(committed, checker_verdict="valid")) == CONFORMS
+    assert _judge(M3, _obs(committed, checker_verdict="unknown", data_violation="C15: x")) == SAFETY
+    # A conflict where none may happen is a deviation whatever the data.
+    assert _judge(M1, _obs(_failed("ConcurrentAppendException"), checker_verdict="unknown")) == AVAILABILITY
+    from harness.conformance.runner import exit_code
+
+    assert exit_code(Counter({CONFORMS: 3, UNJUDGED: 1})) == 3
+    md = render_markdown("x", [CellResult(M3, C.expectation(M3), obs, UNJUDGED, why)], 1.0, {})
+    assert "| committed | unknown | unjudged |" in md
+
+
+def test_an_indeterminate_loser_is_resolved_from_the_log():
+    """A loser that timed out but whose commit landed is judged as committed
+    (issue 11, item 10): under C16/Serializable that is a safety deviation,
+    not an `error`; absent from the log, it stays an error."""
+    from harness.conformance.model import SETUP
+    from harness.conformance.runner import resolve_loser
+
+    timed_out = TxnResult(ERROR, "timeout", "deadline exceeded", read_version=len(SETUP))
+    obs = _obs(timed_out)
+    assert _judge(C16_S, obs) == V_ERROR
+    resolve_loser(obs, _level_log(S, {}))  # the log has v0+2
+    assert obs.loser.status == COMMITTED and obs.loser.version == len(SETUP) + 2
+    assert "reported timeout" in obs.loser.raw
+    assert _judge(C16_S, obs) == SAFETY
+    obs = _obs(TxnResult(ERROR, "timeout", "deadline exceeded"))
+    resolve_loser(obs, _level_log(S, {}, extra=1))  # only the winner's v0+1
+    assert obs.loser.status == ERROR

@@ -18,16 +18,17 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from harness.conformance import cells as C
 from harness.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
-from harness.conformance.verdict import (COMMITTED, ERROR, SAFETY, UNCONTROLLED, V_ERROR, VERDICTS, Observation,
-                                         TxnResult, allowed_classes, judge)
+from harness.conformance.verdict import (COMMITTED, ERROR, SAFETY, UNCONTROLLED, UNJUDGED, V_ERROR, VERDICTS,
+                                         Observation, TxnResult, allowed_classes, judge)
 from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
 from harness.procs import HarnessError, ManagedProcess, python_argv
+from harness.spec import ISOLATION_LEVELS
 
 CELL_TIMEOUT_S = 90.0
 # Starting a backend (moto, the proxy, two JVMs and their warm-up) is not
@@ -48,7 +49,9 @@ class CellResult:
         return {**self.cell.to_json(), "operations": _ops(self.cell), "order": f"{self.cell.winner} first",
                 "claim": self.expectation.claim, "rule": self.expectation.rule,
                 "expected": self.expectation.outcome.value,
-                "allowed_classes": sorted(allowed_classes(self.cell, self.expectation, self.obs)),
+                "allowed_classes": sorted(allowed_classes(judged_cell(self.cell, self.obs), self.expectation,
+                                                          self.obs)),
+                "judged_level": judged_cell(self.cell, self.obs).level,
                 "observed": self.obs.observed(), "verdict": self.verdict, "why": self.why,
                 "observation": self.obs.to_json()}
 
@@ -108,19 +111,62 @@ def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> H
     return History(events)
 
 
+def carried_level(log: Any, default_isolation: str) -> tuple[str, str]:
+    """The level a cell's table carried at v0 and where that is written
+    (spec C13): its delta.isolationLevel, else what the cell's commits
+    recorded in commitInfo.isolationLevel, else the engine's default."""
+    v0 = len(SETUP)
+    level = log.configuration_at(v0).get("delta.isolationLevel") if v0 in log.commits else None
+    if level:
+        return level, f"delta.isolationLevel at version {v0}"
+    for v in (v0 + 2, v0 + 1):
+        info = log.commits[v].commit_info if v in log.commits else None
+        if info and info.get("isolationLevel"):
+            return str(info["isolationLevel"]), f"commitInfo.isolationLevel of version {v}"
+    return default_isolation, "the engine's default (the table carries no level)"
+
+
+def resolve_loser(obs: Observation, log: Any) -> None:
+    """A loser that ended in an error that is no conflict (a timeout, a
+    dropped connection) may still have committed: the log decides. Only the
+    loser can have written v0+2 (the winner is v0+1), so its presence means
+    the loser committed, and the cell is judged as such."""
+    lo, v = obs.loser, len(SETUP) + 2
+    if lo.status != ERROR or log.latest_version is None or log.latest_version < v:
+        return
+    obs.loser = TxnResult(COMMITTED, lo.cls, f"reported {lo.cls}, but its commit is in the log at version {v}: "
+                          f"{lo.raw}", version=v, read_version=lo.read_version)
+
+
+def judged_cell(cell: C.Cell, obs: Observation) -> C.Cell:
+    """The cell at the level its table carried, which is what the spec's
+    expectation depends on, whatever level the cell asked for."""
+    if obs.level in ISOLATION_LEVELS and obs.level != cell.level:
+        return replace(cell, level=obs.level)
+    return cell
+
+
 def post_check(cell: C.Cell, obs: Observation, default_isolation: str,
                reader_options: dict[str, str] | None = None) -> None:
     """Runs in the worker, which owns the storage the cell's table is on."""
-    if cell.winner == C.CREATE or not obs.controlled or obs.winner.status != COMMITTED or not obs.table:
+    if cell.winner == C.CREATE or not obs.table or obs.observed() == "unsupported":
         return
     from checkers import serializability
     from checkers.base import Verdict
     from harness.deltalog import read_log
 
     log = read_log(obs.table, reader_options)
+    if log.latest_version is not None:
+        obs.level, obs.level_source = carried_level(log, default_isolation)
+    resolve_loser(obs, log)
+    if not obs.controlled or obs.winner.status != COMMITTED:
+        return
+    cell = judged_cell(cell, obs)
     obs.data_violation = check_data(cell, obs, log)
     res = serializability.check(two_txn_history(cell, obs, default_isolation), log)
     obs.checker_verdict = res.verdict.value
+    if res.verdict is Verdict.UNKNOWN:
+        obs.checker_note = res.explanation
     if res.verdict is Verdict.INVALID:
         obs.checker_anomalies = [f"{a.kind} ({a.claim}): {a.explanation[:400]}" for a in res.anomalies]
 
@@ -229,8 +275,13 @@ def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CEL
                     obs = Observation.from_json(reply["obs"])
                 else:
                     obs = _error_obs(reply["error"], reply.get("timeout", False))
-                exp = C.expectation(cell)
-                verdict, why = judge(cell, exp, obs)
+                judged = judged_cell(cell, obs)
+                exp = C.expectation(judged)
+                verdict, why = judge(judged, exp, obs)
+                if judged.level != cell.level:
+                    why = "; ".join(filter(None, [f"judged at {judged.level}, the level the table carried "
+                                                  f"({obs.level_source}), not the {cell.level} the cell asked "
+                                                  "for (spec C13)", why]))
                 with lock:
                     results[i] = CellResult(cell, exp, obs, verdict, why)
                     if progress:
@@ -280,13 +331,16 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
     if not devs:
         lines.append("none")
     lines += ["", "## All cells", "",
-              "| claim | operations | order | level | layout | expected | observed | verdict |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| claim | operations | order | level | layout | expected | observed | checker | verdict |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         c = r.cell
         layout = c.layout + (" + DV" if c.dv else "")
-        lines.append(f"| {r.expectation.claim} | {_ops(c)} | {c.winner} first | {c.level} | {layout} | "
-                     f"{r.expectation.outcome.value} | {r.obs.observed()} | {r.verdict} |")
+        level = judged_cell(c, r.obs).level
+        level = level if level == c.level else f"{level} (asked {c.level})"
+        lines.append(f"| {r.expectation.claim} | {_ops(c)} | {c.winner} first | {level} | {layout} | "
+                     f"{r.expectation.outcome.value} | {r.obs.observed()} | {r.obs.checker_verdict or '-'} | "
+                     f"{r.verdict} |")
     return "\n".join(lines) + "\n"
 
 
@@ -342,10 +396,11 @@ def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout
 
 def exit_code(counts: Counter[str]) -> int:
     """As `check`: 1 only for a safety deviation; a matrix with cells the
-    harness could not judge (uncontrolled, error) is no clean pass (3)."""
+    harness could not judge (uncontrolled, error, unjudged) is no clean
+    pass (3)."""
     if counts[SAFETY]:
         return 1
-    if counts[UNCONTROLLED] or counts[V_ERROR]:
+    if counts[UNCONTROLLED] or counts[V_ERROR] or counts[UNJUDGED]:
         return 3
     return 0
 

@@ -6,7 +6,9 @@ deviates-availability (a conflict where the spec says cannot conflict);
 deviates-exception-class (the right outcome, reported with a class the
 E-list does not give for it); unsupported; uncontrolled (the schedule did
 not take effect: never a pass); error (an op failed for a reason that is no
-conflict: never a pass).
+conflict: never a pass); unjudged (the outcome conforms, but the
+serializability checker could not judge the committed table: never a
+pass).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ EXCEPTION_CLASS = "deviates-exception-class"
 V_UNSUPPORTED = "unsupported"
 UNCONTROLLED = "uncontrolled"
 V_ERROR = "error"
-VERDICTS = (CONFORMS, SAFETY, AVAILABILITY, EXCEPTION_CLASS, V_UNSUPPORTED, UNCONTROLLED, V_ERROR)
+UNJUDGED = "unjudged"
+VERDICTS = (CONFORMS, SAFETY, AVAILABILITY, EXCEPTION_CLASS, V_UNSUPPORTED, UNCONTROLLED, V_ERROR, UNJUDGED)
 
 
 @dataclass
@@ -69,6 +72,12 @@ class Observation:
     data_violation: str | None = None
     checker_anomalies: list[str] = field(default_factory=list)
     checker_verdict: str | None = None
+    checker_note: str = ""  # the checker's explanation when it could not judge
+    # The isolation level the cell is judged at (spec C13): the one the
+    # table carried at v0, else the one the loser's or winner's commitInfo
+    # recorded, else the engine's default; and where it came from.
+    level: str | None = None
+    level_source: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +120,15 @@ def allowed_classes(cell: Cell, exp: Expectation, obs: Observation) -> frozenset
 
 def judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
     """(verdict, why)."""
+    verdict, why = _judge(cell, exp, obs)
+    if verdict == CONFORMS and obs.checker_verdict == "unknown":
+        # The outcome is as the spec says, but whether the committed table is
+        # right is not known: no pass on data the harness could not judge.
+        return UNJUDGED, f"the serializability checker could not judge the table: {obs.checker_note[:300]}"
+    return verdict, why
+
+
+def _judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
     if obs.observed() == "unsupported":
         which = obs.winner if obs.winner.status == UNSUPPORTED else obs.loser
         return V_UNSUPPORTED, which.raw[:200]
