@@ -151,7 +151,13 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
         verdict = Verdict.UNKNOWN  # lines we could not read may hold anything
+    faults = [op for op in history.client_ops() if op.error is not None
+              and op.error.cls is ErrorClass.HARNESS_FAULT]
+    if faults and verdict is Verdict.VALID:
+        verdict = Verdict.UNKNOWN  # the harness did not run those ops as the workload says
     hstats = _history_stats(history, run)
+    hstats["harness_faults"] = [{"op": op.id, "f": op.f, "process": op.process, "error": op.error.raw}
+                                for op in faults]
     doc = {
         "verdict": verdict.value,
         "run": run,
@@ -250,6 +256,11 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
     for p in h["problems"]:
         if "truncated" not in p:
             lines.append(f"history problem: {p}")
+    for f in h.get("harness_faults", [])[:5]:
+        lines.append(f"harness fault (a bug in delta-jepsen, not the engine's error) in op {f['op']} ({f['f']}, "
+                     f"process {f['process']}): {f['error'][:300]}")
+    if len(h.get("harness_faults", [])) > 5:
+        lines.append(f"... {len(h['harness_faults']) - 5} more harness faults (results.json)")
     rate = f"{h['ops_per_s']:.1f} ops/s" if h["ops_per_s"] else "n/a ops/s"
     lines.append(
         f"ops: {h['ops']} ({h['ok']} ok, {h['fail']} fail, {h['info']} info) in {h['elapsed_s']:.1f}s, {rate}; "

@@ -55,6 +55,9 @@ class ErrorClass(str, Enum):
     UNSUPPORTED = "unsupported"
     TIMEOUT = "timeout"
     CRASH = "crash"
+    # A bug in the harness's own code hit while running the op (not the
+    # engine's error): the op's outcome is unknown, and so is the run's.
+    HARNESS_FAULT = "harness-fault"
 
     @property
     def claim(self) -> str | None:

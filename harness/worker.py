@@ -19,6 +19,32 @@ CONFIG_ENV = "DJ_WORKER_CONFIG"
 STOP = "__stop__"
 
 
+# Python's programming errors: raised by the harness's own code they mean a
+# bug in it, never an answer of the engine.
+_BUG_TYPES = (KeyError, TypeError, AttributeError, NameError, AssertionError, IndexError, ZeroDivisionError,
+              RecursionError)
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_DIRS = tuple(os.path.join(_PROJECT, d) + os.sep for d in ("harness", "workloads", "checkers", "nemeses"))
+
+
+def harness_fault(exc: BaseException) -> str | None:
+    """'<type>: <message> (at <file>:<line>)' if `exc` is a programming error
+    raised in the harness's own code (its innermost frame is in the
+    project), else None: an error raised inside pyspark or deltalake is the
+    engine's, whatever its type."""
+    if not isinstance(exc, _BUG_TYPES):
+        return None
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    if not path.startswith(_OWN_DIRS):
+        return None
+    return f"{type(exc).__name__}: {exc} (at {os.path.relpath(path, _PROJECT)}:{tb.tb_lineno})"
+
+
 def run_op(client: Any, workload: Any, table: Any, op: dict[str, Any]) -> dict[str, Any]:
     """Run one op; `engine_ns` is the time spent in the engine, so the
     controller can tell its own overhead apart (bench-overhead)."""
@@ -34,6 +60,14 @@ def run_op(client: Any, workload: Any, table: Any, op: dict[str, Any]) -> dict[s
             res = workload.invoke(client, table, op)
         reply = {"type": "ok", "value": res.value, "version": res.version}
     except Exception as exc:  # every engine error becomes a classified fail/info
+        fault = harness_fault(exc)
+        if fault is not None:
+            # Not the engine's doing, and not known whether the engine had
+            # already applied the op: info, of a class of its own.
+            traceback.print_exc()
+            reply = {"type": "info", "error": {"class": "harness-fault", "raw": fault},
+                     "engine_ns": time.perf_counter_ns() - t0}
+            return reply
         c = client.classify(exc)
         print(f"op {op.get('id')} {op.get('f')}: {c.raw[:2000]}", file=sys.stderr, flush=True)
         reply = {"type": "fail" if c.definite else "info", "error": {"class": c.cls.value, "raw": c.raw}}

@@ -44,3 +44,49 @@ def test_an_engine_error_is_classified_not_raised(tmp_path: Path) -> None:
     assert reply["type"] in ("fail", "info")
     assert reply["error"]["class"] == "not-a-conflict"
     assert reply["error"]["raw"]
+
+
+def test_a_bug_in_the_harness_is_a_harness_fault_not_an_engine_error(tmp_path: Path) -> None:
+    """A KeyError raised by the harness's own code (here: an op whose value
+    lacks a key the workload reads) is no answer of the engine: an info op
+    of class harness-fault naming the place (issue 11, item 13)."""
+    client = _client(tmp_path)
+    wl = make_workload("append", 1)
+    table = wl.table()
+    run_op(client, wl, table, {"f": "create-table", "id": "setup.1", "value": None})
+    reply = run_op(client, wl, table, {"f": "append", "id": "0.1", "value": {"via": "sql"}})  # no "ids"
+    assert reply["type"] == "info", reply
+    assert reply["error"]["class"] == "harness-fault"
+    assert reply["error"]["raw"].startswith("KeyError: 'ids' (at workloads/")
+    # The same type raised inside the engine's library stays the engine's.
+    try:
+        {}["x"]
+    except KeyError as e:
+        from harness.worker import harness_fault
+
+        assert harness_fault(e) is None  # raised in this test file, not harness code
+
+
+def test_a_harness_fault_makes_a_run_unknown_and_is_named(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from harness.checking import check_run
+    from harness.synth_run import write_run
+
+    run = tmp_path / "run"
+    write_run(run, 50, seed=3)
+    lines = (run / "history.jsonl").read_text().splitlines()
+    assert check_run(run).verdict.value == "valid"
+    last = json.loads(lines[-1])
+    t = last["time"] + 1
+    for type_, extra in (("invoke", {}), ("info", {"error": {"class": "harness-fault",
+                                                              "raw": "TypeError: boom (at harness/x.py:1)"}})):
+        lines.append(json.dumps({"index": len(lines), "time": t, "process": 0, "type": type_, "f": "txn",
+                                 "id": "0.999", "value": None, **extra}))
+    (run / "history.jsonl").write_text("\n".join(lines) + "\n")
+    report = check_run(run)
+    assert report.verdict.value == "unknown"
+    assert "harness fault (a bug in delta-jepsen" in report.summary and "op 0.999" in report.summary
+    assert report.doc["history"]["harness_faults"][0]["op"] == "0.999"
+    shutil.rmtree(run)
