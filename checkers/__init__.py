@@ -7,6 +7,7 @@ from checkers import list_append, unique_key
 from checkers import compaction, partitions
 from checkers import app_txn, metadata
 from checkers import create_race
+from checkers import exception_classes
 from checkers.base import CheckerFn
 
 CHECKERS: dict[str, CheckerFn] = {
@@ -24,4 +25,5 @@ CHECKERS: dict[str, CheckerFn] = {
     metadata.NAME: metadata.check,
     app_txn.NAME: app_txn.check,
     create_race.NAME: create_race.check,
+    exception_classes.NAME: exception_classes.check,
 }

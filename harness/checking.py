@@ -278,6 +278,14 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
         lines.append(f"commit protocol: {engine}: {protocol}")
     if doc["log"].get("isolation_levels"):
         lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
+    findings = next((r.stats.get("deviations") for r in results if r.checker == "exception-classes"), None)
+    if findings:
+        lines.append(f"exception-class findings (spec E-list; not safety, --strict-exceptions fails on them): "
+                     f"{len(findings)}")
+        for f in findings[:10]:
+            lines.append(f"  {f['kind']} ({f['claim']}): {f['explanation'][:240]}")
+        if len(findings) > 10:
+            lines.append(f"  ... {len(findings) - 10} more in results.json (checker exception-classes)")
     if h["error_classes"]:
         lines.append("errors: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(h["error_classes"].items())))
         for f, classes in h["error_classes_by_f"].items():

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--time-limit", type=_positive(float), default=30.0, help="seconds of workload (default 30)")
     r.add_argument("--seed", type=int, default=None, help="generator seed (default: random, recorded)")
     r.add_argument("--op-timeout", type=_positive(float), default=30.0, help="seconds before an op is info (default 30)")
+    r.add_argument("--strict-exceptions", action="store_true",
+                   help="fail the run (exit 1) on a conflict that carries no E1-E6 class or one the log rules out; "
+                   "by default these are reported as findings beside the verdict")
     r.add_argument("--isolation", default=None, help="table isolation level: Serializable or WriteSerializable")
     r.add_argument("--nemesis", default="none", help=f"comma-separated faults: {', '.join(NEMESIS_NAMES)} "
                    "(S3 faults turn on --s3-proxy)")
@@ -170,6 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         log_store=args.log_store,
         spark_jars=args.spark_jars,
         spark_remote=spark_remote,
+        strict_exceptions=args.strict_exceptions,
     )
     from harness.engines.deltaspark import LOG_STORES
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checkers.exception_classes import NAME as EXCEPTION_CLASSES
 from harness.clients import OpTimeout, Worker, WorkerDied
 from harness.deltalog import copy_table
 from harness.engines import make_engine, parse_engine_list
@@ -215,7 +216,8 @@ class Runner:
             # the default when it carried none (spec C13).
             value = {**self.table.to_json(), "engine": self.engine.name,
                      "default_isolation": self.engine.capabilities.default_isolation,
-                     "row_key": self.workload.row_key, "predicate_column": self.workload.predicate_column}
+                     "row_key": self.workload.row_key, "predicate_column": self.workload.predicate_column,
+                     "strict_exceptions": self.spec.strict_exceptions}
             if len(self.engines) > 1:
                 # Which engine each node runs, and each engine's default level:
                 # a commit carrying no level is judged by its committer's default.
@@ -255,7 +257,7 @@ class Runner:
             "storage": self.storage.describe(),
             "table_uri": self.table_uri if self.storage.kind != "s3" else "embedded:" + self.table_uri,
             "table": self.table.to_json(),
-            "checkers": list(self.workload.checkers),
+            "checkers": [*self.workload.checkers, EXCEPTION_CLASSES],
             "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
             "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
             "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},

@@ -36,6 +36,9 @@ class RunSpec:
     spark_jars: str | None = None
     # --engine spark-connect: the endpoints, comma-separated sc://host:port.
     spark_remote: str | None = None
+    # Exception-class findings (a conflict with no or a wrong E-class) fail
+    # the run instead of being reported beside it.
+    strict_exceptions: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +73,8 @@ class RunSpec:
             args += ["--log-store", self.log_store]
         if self.spark_remote:
             args += ["--spark-remote", self.spark_remote]
+        if self.strict_exceptions:
+            args += ["--strict-exceptions"]
         return shlex.join(args)
 
 
