@@ -53,7 +53,7 @@ def simple_valid_run() -> SynthRun:
 def test_registry_has_every_checker():
     assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
                              "bank", "unique-key", "list-append", "partition-conflicts", "compaction",
-                             "metadata-conflicts", "app-txn", "create-race"}
+                             "metadata-conflicts", "app-txn", "create-race", "exception-classes"}
     from workloads import WORKLOAD_NAMES, make_workload
 
     for name in WORKLOAD_NAMES:  # every workload's checkers exist
