@@ -51,6 +51,13 @@ def _log_facts(log: TransactionLog) -> dict[str, bool]:
         if v > first:
             metadata = metadata or c.metadata is not None
             protocol = protocol or c.protocol is not None
+    for rel in (getattr(log, "related", None) or {}).values():
+        # Tables the workload creates during the run (create-race's rounds):
+        # each creation is a metadata and protocol action that ops racing it
+        # may legitimately conflict with (E4, E6).
+        if rel.versions:
+            metadata = protocol = True
+            removed = removed or _log_facts(rel)["removed"]
     return {"removed": removed, "metadata": metadata, "protocol": protocol}
 
 
