@@ -297,8 +297,9 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
     if h["write_ops"]:
         lines.append(f"conflict rate: {h['conflicts']}/{h['write_ops']} write ops "
                      f"({100 * h['conflict_rate']:.1f}%) failed on a concurrent commit")
+    width = max([16, *(len(r.checker) for r in results)])
     for r in results:
-        lines.append(f"  {r.checker:<16} {r.verdict.value:<8} {r.explanation}")
+        lines.append(f"  {r.checker:<{width}} {r.verdict.value:<8} {r.explanation}")
         for a in r.anomalies[:5]:
             lines.append(f"      - [{a.kind}{', spec ' + a.claim if a.claim else ''}] {a.explanation}")
         if len(r.anomalies) > 5:
