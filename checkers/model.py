@@ -164,7 +164,6 @@ def _replay(log: TransactionLog) -> TableFacts:
     fingerprints: dict[int, Fingerprint] = {}
     by_fp: dict[Fingerprint, list[int]] = defaultdict(list)
     commit_ops: dict[int, str] = {}
-    unreadable: list[str] = []
     fp = Fingerprint(0, 0, 0)
     versions: list[int] = []
     for version, commit, adds, removes in log.replay():
@@ -182,11 +181,10 @@ def _replay(log: TransactionLog) -> TableFacts:
             for life in alive.pop(rm["path"], []):
                 leaving[(life.id, life.writer)].append(life)
         for add in adds:
-            try:
-                rows = log.add_rows(add)
-            except Exception as e:  # recorded, and the verdict becomes unknown
-                unreadable.append(f"{add['path']}: {e}")
-                continue
+            # An unreadable file reads as no rows; the reader records why
+            # (log.problems), and the run's check turns what that hides into
+            # unknown (harness.checking).
+            rows = log.add_rows(add)
             ids = column_values(rows, "id") or []
             writers = column_values(rows, "writer") if ids else None
             if writers is None:
@@ -218,7 +216,7 @@ def _replay(log: TransactionLog) -> TableFacts:
         fingerprints=fingerprints,
         by_fingerprint=dict(by_fp),
         commit_ops=commit_ops,
-        unreadable_files=unreadable,
+        unreadable_files=[p.detail for p in log.problems if p.kind == "data-file-unreadable"],
     )
 
 

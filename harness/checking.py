@@ -147,6 +147,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
             results.append(CHECKERS[name](history, log))
         except Exception as e:  # a checker bug must not hide the other verdicts
             results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
+    _undecodable_rows_are_no_evidence(results, log)
     verdict = combine([r.verdict for r in results])
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
@@ -178,6 +179,28 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
     return Report(run_dir, verdict, results, doc, summary)
+
+
+# Checkers that judge no row of any data file.
+_ROWLESS = frozenset({"log-sanity", "exception-classes"})
+
+
+def _undecodable_rows_are_no_evidence(results: list[CheckResult], log: Any) -> None:
+    """A data file (or deletion vector) the harness read but could not decode
+    reads as no rows, so a checker may find rows "lost" that are in it: that
+    is the harness's failure, not the engine's. Such findings are unknown,
+    never invalid. (A file missing from the store is different: lost data,
+    spec C7, and stays invalid.)"""
+    bad = [p for p in log.problems if p.kind in ("data-file-unreadable", "deletion-vector-unreadable")]
+    if not bad:
+        return
+    for r in results:
+        if r.checker in _ROWLESS or r.verdict is not Verdict.INVALID:
+            continue
+        r.verdict = Verdict.UNKNOWN
+        r.explanation = (f"Unknown: {len(bad)} data file(s) or deletion vector(s) could not be decoded "
+                         f"(e.g. {bad[0].detail[:200]}), and judged without their rows this checker found: "
+                         f"{r.explanation}")
 
 
 def _no_evidence(run: dict[str, Any], log: Any) -> str:

@@ -93,7 +93,9 @@ class LogProblem:
     # "gap" | "missing-commit" | "unparseable" | "unreadable" | "empty-log"
     # | "multiple-metadata" | "multiple-protocol" | "duplicate-file-action"
     # | "checkpoint-unreadable" | "checkpoint-mismatch" | "last-checkpoint"
-    # | "data-file-unreadable" | "deletion-vector-unreadable" (a DV that cannot
+    # | "data-file-missing" (the store has no such file: evidence of lost data)
+    # | "data-file-unreadable" (read, but not decodable: no evidence either way)
+    # | "deletion-vector-unreadable" (a DV that cannot
     # be read, decoded or does not fit its file: its add's rows are then
     # reported as none, as for an unreadable data file) | "partition-value"
     # | "duplicate-version" (from_commits only)
@@ -859,6 +861,20 @@ def _new_s3_client(kw: dict[str, str]) -> Any:
         # Local S3 look-alikes (moto, MinIO) serve path-style only.
         cfg["s3"] = {"addressing_style": "path"}
     return boto3.session.Session().client("s3", config=Config(**cfg), **kw)
+
+
+def _is_not_found(e: BaseException) -> bool:
+    """Whether a read failed because the object is not in the store."""
+    if isinstance(e, FileNotFoundError):
+        return True
+    if isinstance(e, KeyError) and "no table given for this path" in str(e):
+        return True  # from_commits: the test built no table for that path
+    response = getattr(e, "response", None)  # botocore's ClientError
+    if isinstance(response, dict):
+        code = str((response.get("Error") or {}).get("Code", ""))
+        status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        return code in ("NoSuchKey", "404", "NotFound") or status == 404
+    return False
 
 
 class _Store:
@@ -2002,13 +2018,13 @@ class TransactionLog:
                 raise ValueError("log has no storage location")
             data = ahead.result() if ahead is not None else self._store.read_path(path)
             return _read_parquet(data)
-        except Exception as e:  # noqa: BLE001 - a lost file is evidence (spec C7)
+        except Exception as e:  # noqa: BLE001 - recorded; what it means depends on what failed
             self._unreadable_paths.add(path)
-            self.problems.append(
-                LogProblem(
-                    "data-file-unreadable", version, f"{path}: {type(e).__name__}: {e}"[:500]
-                )
-            )
+            # A file the log names and the store does not have is evidence of
+            # lost data (spec C7); one the harness read but could not decode
+            # says nothing about the engine, only that its rows are unknown.
+            kind = "data-file-missing" if _is_not_found(e) else "data-file-unreadable"
+            self.problems.append(LogProblem(kind, version, f"{path}: {type(e).__name__}: {e}"[:500]))
             return None
 
     def file_rows(self, path: str) -> pa.Table:

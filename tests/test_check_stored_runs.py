@@ -95,3 +95,40 @@ def test_a_run_without_its_table_log_is_unknown_in_every_checker(real_run: Path,
     assert doc["verdict"] == "unknown"
     assert doc["checkers"] and {c["verdict"] for c in doc["checkers"]} == {"unknown"}
     assert all("No transaction log" in c["explanation"] for c in doc["checkers"])
+
+
+def _victim(run: Path) -> Path:
+    files = sorted((run / "table").glob("*.parquet"))
+    assert files
+    return files[len(files) // 2]
+
+
+def test_a_data_file_missing_from_the_store_is_lost_data(real_run: Path, tmp_path: Path) -> None:
+    """The log names a file the store does not have: lost data (C7), invalid
+    (issue 11, item 4)."""
+    run = _copy(real_run, tmp_path)
+    _victim(run).unlink()
+    res = run_cli("check", str(run))
+    assert res.returncode == 1, res.stdout + res.stderr
+    doc = load_results(run)
+    by_name = {c["checker"]: c for c in doc["checkers"]}
+    assert [a["kind"] for a in by_name["log-sanity"]["anomalies"]] == ["missing-data-file"]
+    assert by_name["log-sanity"]["anomalies"][0]["claim"] == "C7"
+    assert by_name["durability"]["verdict"] == "invalid"
+
+
+def test_a_data_file_the_harness_cannot_decode_is_unknown_not_lost(real_run: Path, tmp_path: Path) -> None:
+    """The file is there but is not parquet the harness can read: its rows are
+    unknown, so no checker may call them lost (issue 11, item 4)."""
+    run = _copy(real_run, tmp_path)
+    _victim(run).write_bytes(b"PAR1 but not really parquet")
+    res = run_cli("check", str(run))
+    assert res.returncode == 3, res.stdout + res.stderr
+    doc = load_results(run)
+    assert doc["verdict"] == "unknown"
+    verdicts = {c["checker"]: c["verdict"] for c in doc["checkers"]}
+    assert "invalid" not in verdicts.values(), verdicts
+    assert verdicts["log-sanity"] == "unknown"
+    downgraded = [c for c in doc["checkers"] if c["explanation"].startswith("Unknown: 1 data file(s)")]
+    assert downgraded, verdicts  # durability/atomicity would have called the rows lost
+    assert any(p["kind"] == "data-file-unreadable" for p in doc["log"]["problems"])

@@ -196,14 +196,17 @@ def test_log_sanity_empty_log_is_unknown(tmp_path):
     assert res.verdict is Verdict.UNKNOWN
 
 
-def test_log_sanity_unreadable_data_file_is_unknown():
+def test_log_sanity_a_data_file_missing_from_the_store_is_lost_data():
+    """A file the log names and the store lacks is evidence (C7), unlike one
+    the harness cannot decode (issue 11, item 4; tests/test_check_stored_runs)."""
     run = SynthRun()
     run.commit([(1, "w")])
     del run.file_tables["f1.parquet"]
     history, log = run.build()
     res = log_sanity.check(history, log)
-    assert res.verdict is Verdict.UNKNOWN, res.explanation
-    assert "f1.parquet" in res.explanation
+    assert res.verdict is Verdict.INVALID, res.explanation
+    assert [(a.kind, a.claim, a.versions) for a in res.anomalies] == [("missing-data-file", "C7", [1])]
+    assert "f1.parquet" in res.anomalies[0].explanation
 
 
 # The reader's problem kinds that say the log itself is broken. Kept here so a
@@ -211,7 +214,7 @@ def test_log_sanity_unreadable_data_file_is_unknown():
 READER_PROBLEM_KINDS = {
     "gap", "missing-commit", "unparseable", "unreadable", "empty-log", "multiple-metadata",
     "multiple-protocol", "duplicate-file-action", "deletion-vector-unreadable", "checkpoint-unreadable",
-    "checkpoint-mismatch", "last-checkpoint", "data-file-unreadable", "partition-value",
+    "checkpoint-mismatch", "last-checkpoint", "data-file-unreadable", "data-file-missing", "partition-value",
     "duplicate-version",
 }
 

@@ -298,7 +298,7 @@ def test_missing_data_file_is_a_problem_not_an_error(tmp_path: Path) -> None:
     lost = log.commit(1).adds[0]["path"]
     (p / unquote(lost)).unlink()
     assert sorted_rows(log.rows_at(1)) == [{"id": 1, "writer": "op0"}]
-    assert ("data-file-unreadable", 1) in kinds(log)
+    assert ("data-file-missing", 1) in kinds(log)
     assert log.file_rows(lost).num_rows == 0
 
 
@@ -670,5 +670,5 @@ def test_s3_replay_reads_data_files_ahead(s3: S3, tmp_path: Path) -> None:
     for p in paths:
         assert log.file_rows(p).to_pylist() == local.file_rows(p).to_pylist()
     assert [(x.kind, x.version) for x in log.problems] == [(x.kind, x.version) for x in local.problems]
-    assert [x.kind for x in log.problems] == ["data-file-unreadable"]
+    assert [x.kind for x in log.problems] == ["data-file-missing"]  # a 404 from S3, as a missing local file
     assert sorted_rows(log.rows_at(log.latest_version)) == sorted_rows(local.rows_at(local.latest_version))

@@ -110,7 +110,7 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
     _sequential(monkeypatch)
     want = _observe(run, prefetch=False)
     kinds = {p["kind"] for p in want["problems"]}
-    assert {"data-file-unreadable", "unparseable", "duplicate-file-action", "gap"} <= kinds
+    assert {"data-file-unreadable", "data-file-missing", "unparseable", "duplicate-file-action", "gap"} <= kinds
     unpacked: list[int] = []
     real_unpack = dl._unpack_parquet
 
