@@ -467,3 +467,39 @@ def test_an_indeterminate_loser_is_resolved_from_the_log():
     obs = _obs(TxnResult(ERROR, "timeout", "deadline exceeded"))
     resolve_loser(obs, _level_log(S, {}, extra=1))  # only the winner's v0+1
     assert obs.loser.status == ERROR
+
+
+def test_sail_versions_are_observed_from_the_log_not_assumed():
+    """Sail reports no versions: the backend takes them from the log, and a
+    log without the evidence makes the cell uncontrolled (issue 11, item 12)."""
+    from harness.conformance.model import SETUP
+    from harness.conformance.sail_backend import SailBackend
+    from tests.synth import SynthRun
+
+    v0 = len(SETUP)
+
+    def log_with(commits: list[list[tuple[int, str]]]):
+        run = SynthRun()
+        for _ in range(v0):
+            run.commit([(0, "setup")])
+        for rows in commits:
+            run.commit(rows)
+        return run.build()[1]
+
+    def observe(log, hold_ok=True, loser_status=COMMITTED):
+        w, lo, notes = TxnResult(COMMITTED), TxnResult(loser_status), []
+        SailBackend._observe_versions(log, v0, "w.1", "l.1", w, lo, notes, hold_ok)
+        return w, lo, notes
+
+    w, lo, notes = observe(log_with([[(1, "w.1")], [(2, "l.1")]]))
+    assert notes == [] and (w.version, w.read_version, lo.version, lo.read_version) == (v0 + 1, v0, v0 + 2, v0)
+    # The winner says it committed, but the log stops at v0: no evidence.
+    w, lo, notes = observe(log_with([]), loser_status=FAILED)
+    assert w.version is None and notes == [f"the winner reported success, but the log has no version {v0 + 1}"]
+    # The winner's rows are at v0+2: the order was not the one asked for.
+    w, lo, notes = observe(log_with([[(2, "l.1")], [(1, "w.1")]]))
+    assert f"the winner's rows first appear at version {v0 + 2}, not {v0 + 1}" in notes
+    assert f"the loser's commit is version {v0 + 1}, not {v0 + 2}" in notes
+    # A hold that did not take: the loser's read version is not known.
+    w, lo, notes = observe(log_with([[(1, "w.1")], [(2, "l.1")]]), hold_ok=False)
+    assert lo.read_version is None

@@ -197,19 +197,14 @@ class SailBackend:
                 return self._attempt(a, lambda: self.execute(a, wp, table))
 
             winner, notes, _, _ = self._held_race(v0, start_loser, run_winner, pin=True)
+            hold_ok = not notes  # the loser was held at its commit of v0+1, and finished
             loser = out.get("loser") or TxnResult(ERROR, ErrorClass.TIMEOUT.value, "the loser did not finish")
         finally:
             a.close()
             if b is not None:
                 b.close()
         log = read_log(uri, self.storage.reader_options())
-        winner.read_version = loser.read_version = v0
-        if winner.status == COMMITTED:
-            winner.version = v0 + 1
-        if loser.status == COMMITTED:
-            loser.version = log.latest_version
-            if loser.version != v0 + 2:
-                notes.append(f"the loser's commit is version {loser.version}, not {v0 + 2}")
+        self._observe_versions(log, v0, wp.op_id, lp.op_id, winner, loser, notes, hold_ok)
         obs = Observation(winner, loser, controlled=not notes, control_note="; ".join(notes))
         if v0 + 1 in log.commits:
             commit = log.commits[v0 + 1]
@@ -217,6 +212,35 @@ class SailBackend:
             obs.winner_removed_files = len(commit.removes)
             obs.winner_changed_metadata = commit.metadata is not None or commit.protocol is not None
         return obs
+
+    @staticmethod
+    def _observe_versions(log: Any, v0: int, winner_op: str, loser_op: str, winner: TxnResult, loser: TxnResult,
+                          notes: list[str], hold_ok: bool) -> None:
+        """Versions from the log, not assumed: the engine reports none (Sail
+        writes no readVersion). The loser was held at its commit of v0+1
+        until the winner finished, so a commit at v0+1 is the winner's, and
+        the loser read v0 (it was committing v0+1); rows tagged with an op's
+        id, where it wrote any, must sit at that op's version. Without that
+        evidence the cell is uncontrolled."""
+        from checkers.model import table_facts
+
+        facts = table_facts(log)
+        if hold_ok:
+            loser.read_version = v0  # its held commit was of v0+1
+        if winner.status == COMMITTED:
+            if v0 + 1 not in log.commits:
+                notes.append(f"the winner reported success, but the log has no version {v0 + 1}")
+            else:
+                winner.version, winner.read_version = v0 + 1, v0
+            tagged = facts.commit_version(winner_op)
+            if tagged is not None and tagged != v0 + 1:
+                notes.append(f"the winner's rows first appear at version {tagged}, not {v0 + 1}")
+        if loser.status == COMMITTED:
+            loser.version = log.latest_version
+            tagged = facts.commit_version(loser_op)
+            if loser.version != v0 + 2 or (tagged is not None and tagged != v0 + 2):
+                notes.append(f"the loser's commit is version {tagged if tagged is not None else loser.version}, "
+                             f"not {v0 + 2}")
 
     def _run_create(self, cell: C.Cell, uri: str) -> Observation:
         """Two CREATEs at one empty path: the loser's commit PUT of version 0
