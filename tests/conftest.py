@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,29 @@ def results_dir(tmp_path: Path) -> Path:
     d = tmp_path / "results"
     d.mkdir()
     return d
+
+
+JVM_COMMITTED = re.compile(r"Committed delta #(\d+) to s3a://")
+
+
+def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
+    """delta-spark's default S3 LogStore (S3SingleDriverLogStore) commits by
+    an existence check, then a plain PUT: mutual exclusion inside one JVM
+    only. Two JVMs that both find version v absent both write it, and the
+    later PUT replaces the earlier commit: an acknowledged write is lost
+    (spec C7, C11), whatever the faults (which widen the window). Each lost
+    write must show as one version both JVMs' logs say they committed; then
+    it is reported as a deviation."""
+    lost = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "lost-write"]
+    if not lost:
+        return
+    by_version: dict[int, set[str]] = {}
+    for log in (run_dir / "logs").glob("delta-spark-n*.log"):  # one per JVM: n1, n2, n2.r1, ...
+        jvm = log.name[len("delta-spark-"):-len(".log")]
+        for m in JVM_COMMITTED.finditer(log.read_text(errors="replace")):
+            by_version.setdefault(int(m.group(1)), set()).add(jvm)
+    twice = sorted(v for v, jvms in by_version.items() if len(jvms) > 1)
+    assert len(twice) >= len(lost), (twice, [a["explanation"] for a in lost])
+    pytest.xfail(f"deviation (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
+                 f"acknowledged write(s) lost; version(s) {twice} committed by both JVMs (their logs); "
+                 f"first: {lost[0]['explanation'][:300]}")

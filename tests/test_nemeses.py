@@ -30,7 +30,8 @@ from nemeses.pause import PauseNemesis
 from nemeses.process import KillNemesis
 from nemeses.s3 import PartitionNemesis, UnsafePutNemesis
 from nemeses.schedule import NemesisSchedule
-from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
+from tests.conftest import (REPO, load_results, only_run_dir, run_cli, still_running,
+                            xfail_if_two_jvms_committed_one_version)
 from tests.synth import SynthRun
 
 # --- fakes -------------------------------------------------------------------------
@@ -631,33 +632,9 @@ def test_real_run_per_fault_family_on_delta_spark(nemesis: str, results_dir: Pat
                  "read-version-mismatch", "state-never-existed", "stale-read"}
     for checker, kinds in anomaly_kinds(doc).items():
         assert kinds <= explained, (checker, kinds, out)
-    _xfail_if_two_jvms_committed_one_version(doc, run_dir)
+    xfail_if_two_jvms_committed_one_version(doc, run_dir)
 
 
-COMMITTED = re.compile(r"Committed delta #(\d+) to s3a://")
-
-
-def _xfail_if_two_jvms_committed_one_version(doc: dict[str, Any], run_dir: Path) -> None:
-    """delta-spark's default S3 LogStore (S3SingleDriverLogStore) commits by
-    an existence check, then a plain PUT: mutual exclusion inside one JVM
-    only. Two JVMs that both find version v absent both write it, and the
-    later PUT replaces the earlier commit: an acknowledged write is lost
-    (spec C7, C11), whatever the faults (which widen the window). Each lost
-    write must show as one version both JVMs' logs say they committed; then
-    it is reported as a deviation."""
-    lost = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "lost-write"]
-    if not lost:
-        return
-    by_version: dict[int, set[str]] = {}
-    for log in (run_dir / "logs").glob("delta-spark-n*.log"):  # one per JVM: n1, n2, n2.r1, ...
-        jvm = log.name[len("delta-spark-"):-len(".log")]
-        for m in COMMITTED.finditer(log.read_text(errors="replace")):
-            by_version.setdefault(int(m.group(1)), set()).add(jvm)
-    twice = sorted(v for v, jvms in by_version.items() if len(jvms) > 1)
-    assert len(twice) >= len(lost), (twice, [a["explanation"] for a in lost])
-    pytest.xfail(f"deviation (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
-                 f"acknowledged write(s) lost; version(s) {twice} committed by both JVMs (their logs); "
-                 f"first: {lost[0]['explanation'][:300]}")
 
 
 SPARK_STARTED = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}) INFO SparkConnectServer: "

@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
+from tests.conftest import (REPO, load_results, only_run_dir, run_cli, still_running,
+                            xfail_if_two_jvms_committed_one_version)
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +28,10 @@ pytestmark = pytest.mark.integration
         ("sail", "s3", ["--nodes", "2"]),
         ("sail", "local", ["--nodes", "1"]),
         ("delta-spark", "local", ["--nodes", "1"]),
+        # One JVM: inside the contract of delta-spark's default S3 LogStore.
+        ("delta-spark", "s3", ["--nodes", "1"]),
+        # Two JVMs: outside it; a lost write there is the known finding
+        # (README), reported as such only with the JVMs' own evidence.
         ("delta-spark", "s3", ["--nodes", "2"]),
     ],
 )
@@ -35,6 +40,9 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
         "run", "--engine", engine, "--storage", storage, "--concurrency", "4", "--time-limit", "6",
         "--results-dir", str(results_dir), "--no-progress", *extra,
     )
+    if engine == "delta-spark" and storage == "s3" and "2" in extra and res.returncode == 1:
+        run_dir = only_run_dir(results_dir)
+        xfail_if_two_jvms_committed_one_version(load_results(run_dir), run_dir)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "verdict: VALID" in res.stdout
     run_dir = only_run_dir(results_dir)
@@ -44,7 +52,7 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
     assert doc["log"]["latest_version"] >= 1
     assert {c["checker"]: c["verdict"] for c in doc["checkers"]} == {
         "log-sanity": "valid", "durability": "valid", "atomicity": "valid",
-        "duplicates": "valid", "read-validity": "valid", "serializability": "valid",
+        "duplicates": "valid", "read-validity": "valid", "serializability": "valid", "exception-classes": "valid",
     }
     # The run folder has what a re-run and a re-check need, and no secret.
     spec = json.loads((run_dir / "spec.json").read_text())
