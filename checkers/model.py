@@ -81,7 +81,6 @@ class TableFacts:
     by_fingerprint: dict[Fingerprint, list[int]] = field(default_factory=dict)
     # version -> op id recorded in commitInfo by engines that can (delta-rs)
     commit_ops: dict[int, str] = field(default_factory=dict)
-    unreadable_files: list[str] = field(default_factory=list)
     _op_commits: dict[str, int] | None = field(default=None, repr=False)
 
     @property
@@ -216,7 +215,6 @@ def _replay(log: TransactionLog) -> TableFacts:
         fingerprints=fingerprints,
         by_fingerprint=dict(by_fp),
         commit_ops=commit_ops,
-        unreadable_files=[p.detail for p in log.problems if p.kind == "data-file-unreadable"],
     )
 
 

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.conformance import cells as C
-from harness.conformance.model import APP_ID, SETUP, OpPlan, plans, table_spec
+from harness.conformance.model import APP_ID, OpPlan, table_spec
 from harness.conformance.sail_backend import NODE_TIMEOUT_S, SailBackend
-from harness.conformance.verdict import COMMITTED, UNSUPPORTED, Observation, TxnResult
+from harness.conformance.verdict import UNSUPPORTED, Observation, TxnResult
 from harness.history import ErrorClass
-from harness.deltalog import read_log
 from harness.engines.base import TableSpec
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
 from harness.engines.spark import DeltaSparkClient
@@ -55,6 +54,7 @@ class DeltaSparkBackend(SailBackend):
     hold_version_filter = True
     release_status = 200
     pin_loser = False
+    commits_name_op = True  # userMetadata: the log must name the winner's and the loser's op
 
     def __init__(self) -> None:
         self.storage: Any = None
@@ -157,29 +157,3 @@ class DeltaSparkBackend(SailBackend):
             for obj in page.get("Contents", []):
                 s3.copy_object(Bucket=dst_bucket, Key=dst_prefix + obj["Key"][len(src_prefix):],
                                CopySource={"Bucket": src_bucket, "Key": obj["Key"]})
-
-    def _run_pair(self, cell: C.Cell, uri: str) -> Observation:
-        obs = super()._run_pair(cell, uri)
-        self._check_op_ids(obs, uri, cell)
-        return obs
-
-    def _check_op_ids(self, obs: Observation, uri: str, cell: C.Cell) -> None:
-        """The log names each commit's op (userMetadata): the winner's commit
-        must be v0+1, and the loser's v0+2."""
-        log = read_log(uri, self.storage.reader_options())
-        by_op = {}
-        for v, commit in log.commits.items():
-            info = commit.commit_info or {}
-            if info.get("userMetadata"):
-                by_op.setdefault(info["userMetadata"], v)
-        wp, lp = plans(cell)
-        v0 = len(SETUP) if cell.winner != C.CREATE else -1
-        notes = []
-        if obs.winner.status == COMMITTED and by_op.get(wp.op_id) != v0 + 1:
-            notes.append(f"the winner's commit is version {by_op.get(wp.op_id)}, not {v0 + 1}")
-        if obs.loser.status == COMMITTED and by_op.get(lp.op_id) not in (None, v0 + 2):
-            notes.append(f"the loser's commit is version {by_op.get(lp.op_id)}, not {v0 + 2}")
-        if notes:
-            obs.controlled = False
-            obs.control_note = "; ".join(filter(None, [obs.control_note, *notes]))
-

@@ -134,6 +134,9 @@ class SailBackend:
     hold_version_filter = False  # hold only a request for version v0+1
     release_status = 412
     pin_loser = True  # may the loser's reads be pinned at v0
+    # Whether every commit names its op (delta-spark's userMetadata): then a
+    # committed op the log does not name is missing evidence.
+    commits_name_op = False
 
     def _held_race(self, v0: int, start_loser: Callable[[], threading.Thread], run_winner: Callable[[], TxnResult],
                    pin: bool) -> tuple[TxnResult, list[str], threading.Thread | None, int | None]:
@@ -213,9 +216,9 @@ class SailBackend:
             obs.winner_changed_metadata = commit.metadata is not None or commit.protocol is not None
         return obs
 
-    @staticmethod
-    def _observe_versions(log: Any, v0: int, winner_op: str, loser_op: str, winner: TxnResult, loser: TxnResult,
-                          notes: list[str], hold_ok: bool) -> None:
+    @classmethod
+    def _observe_versions(cls, log: Any, v0: int, winner_op: str, loser_op: str, winner: TxnResult,
+                          loser: TxnResult, notes: list[str], hold_ok: bool) -> None:
         """Versions from the log, not assumed: the engine reports none (Sail
         writes no readVersion). The loser was held at its commit of v0+1
         until the winner finished, so a commit at v0+1 is the winner's, and
@@ -235,6 +238,8 @@ class SailBackend:
             tagged = facts.commit_version(winner_op)
             if tagged is not None and tagged != v0 + 1:
                 notes.append(f"the winner's rows first appear at version {tagged}, not {v0 + 1}")
+            elif tagged is None and cls.commits_name_op:
+                notes.append(f"no commit in the log names the winner's op {winner_op}")
         if loser.status == COMMITTED:
             loser.version = log.latest_version
             tagged = facts.commit_version(loser_op)
