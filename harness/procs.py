@@ -12,8 +12,10 @@ import atexit
 import ctypes
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -211,3 +213,28 @@ def venv_bin(name: str) -> str:
     if not found:
         raise HarnessError(f"{name} not found; install the project with: pip install -e '.[dev]'")
     return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owned_tempdir(prefix: str) -> str:
+    """A fresh temp dir whose name carries this process's pid.
+
+    PDEATHSIG takes a child down with a SIGKILLed harness, but nothing then
+    removes the child's scratch files; so each new one first removes the
+    dirs of `prefix` whose owner is gone.
+    """
+    root = Path(tempfile.gettempdir())
+    for d in root.glob(f"{prefix}*"):
+        owner = d.name[len(prefix):].split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
+            shutil.rmtree(d, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")

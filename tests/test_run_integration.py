@@ -8,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from harness.procs import owned_tempdir
 from tests.conftest import (REPO, load_results, only_run_dir, run_cli, still_running,
                             xfail_if_two_jvms_committed_one_version)
 
@@ -75,11 +77,14 @@ def _descendants(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("engine", ["sail", "delta-rs", "delta-spark"])
-def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_dir: Path) -> None:
+def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_dir: Path, tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", "--engine", engine, "--concurrency", "3",
          "--time-limit", "120", "--results-dir", str(results_dir), "--no-progress"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
     try:
         deadline = time.monotonic() + 120
@@ -104,6 +109,7 @@ def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_d
     time.sleep(0.5)
     leftover = still_running(children)
     assert leftover == [], f"processes left after SIGINT: {leftover}"
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("dj-")] == [], "scratch dirs left after SIGINT"
     run_dir = hist.parent
     res = run_cli("check", str(run_dir))
     assert res.returncode in (0, 1, 3), res.stdout + res.stderr
@@ -111,6 +117,46 @@ def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_d
     doc = load_results(run_dir)
     assert doc["history"]["ok"] >= 5
     assert doc["log"]["latest_version"] >= 1
+
+
+@pytest.mark.integration
+def test_sigkill_of_the_harness_leaves_no_jvm_and_the_next_start_removes_its_scratch(
+        results_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--engine", "delta-spark", "--concurrency", "2",
+         "--time-limit", "120", "--results-dir", str(results_dir), "--no-progress"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            runs = list(results_dir.glob("*/*/history.jsonl"))
+            if runs and runs[0].read_text().count('"type":"ok"') >= 3:
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run made no progress")
+        children = _descendants(proc.pid)
+        assert children, "expected JVM and worker processes"
+        proc.kill()
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 15
+    while still_running(children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert still_running(children) == [], "processes outlived a SIGKILLed harness"
+    left = [p for p in scratch.iterdir() if p.name.startswith(f"dj-spark-n1-{proc.pid}-")]
+    assert left, "expected the killed harness's JVM scratch dir (nothing could remove it)"
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    owned_tempdir("dj-spark-n1-")
+    assert not any(p.exists() for p in left), "the next start left a dead harness's scratch dir"
 
 
 def _worker_pids(pid: int) -> list[int]:

@@ -28,7 +28,7 @@ from harness.engines.base import Capabilities, ClientConfig, Node
 from harness.engines.jars import JarSet, resolve, spark_home
 from harness.engines.servers import ServerEngine
 from harness.engines.spark import spark_uri
-from harness.procs import HarnessError, ManagedProcess, python_argv
+from harness.procs import HarnessError, ManagedProcess, owned_tempdir, python_argv
 from harness.storage import Storage
 
 DELTA_SPARK_CAPABILITIES = Capabilities(
@@ -116,7 +116,7 @@ class DeltaSparkEngine(ServerEngine):
         self.jar_dir = jar_dir
         self.progress = progress
         self.jars: JarSet | None = None
-        self.workdirs: list[str] = []
+        self.workdirs: dict[str, str] = {}  # node name -> its JVM's scratch dir
         self.last_start: dict[str, float] = {}
         self._t0 = 0.0
         super().__init__()
@@ -193,14 +193,19 @@ class DeltaSparkEngine(ServerEngine):
     def _spawn(self, name: str, storage: Storage, log: Path,
                extra_env: dict[str, str] | None = None) -> ManagedProcess:
         jars = self.prepare(storage)
-        work = tempfile.mkdtemp(prefix=f"dj-spark-{name}-")
-        self.workdirs.append(work)
+        # A restarted node's old JVM is dead by now (restart_node kills it
+        # first): its scratch dir, and the Delta cache in it, go with it.
+        old = self.workdirs.pop(name, None)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+        work = owned_tempdir(f"dj-spark-{name}-")
+        self.workdirs[name] = work
         log4j = os.path.join(work, "log4j2.properties")
         Path(log4j).write_text(LOG4J2)
         home = spark_home()
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
         argv = [str(home / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--master", "local[2]",
-                "--driver-memory", memory, "--jars", ",".join(str(p) for p in jars.jars),
+                "--driver-memory", memory,
                 *_conf({**self._spark_conf(storage, 0), "spark.local.dir": work,
                         "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
                         "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work} "
@@ -209,7 +214,13 @@ class DeltaSparkEngine(ServerEngine):
                         **_env_conf()}),
                 "spark-internal"]
         # SPARK_LOCAL_IP: nothing of the JVM binds beyond loopback.
+        # Delta's jars go on the class path after Spark's own, not through
+        # `--jars`: Spark copies every `--jars` file into its temp dir (541 MB
+        # per JVM, most of it the AWS SDK bundle), seconds of disk writes per
+        # start; and after, because that bundle carries an old SLF4J API that,
+        # ahead of Spark's, silences the log the readiness probe reads.
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", **storage.client_env(name),
+               "SPARK_DIST_CLASSPATH": os.pathsep.join(str(p) for p in jars.jars),
                **(extra_env or {})}
         env.pop("PYSPARK_PYTHON", None)
         return ManagedProcess(f"delta-spark-{name}", argv, log, env=env, cwd=work).start()
@@ -259,7 +270,7 @@ class DeltaSparkEngine(ServerEngine):
     # over its first ops, and the run should see that, as it sees the outage.
 
     def _cleanup(self) -> None:
-        for d in self.workdirs:
+        for d in self.workdirs.values():
             shutil.rmtree(d, ignore_errors=True)
         self.workdirs.clear()
 
