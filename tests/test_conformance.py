@@ -14,9 +14,10 @@ import pytest
 from harness.conformance import cells as C
 from harness.conformance.model import apply, initial_rows, plans, serial_outcomes
 from harness.conformance.runner import check_data, render_markdown, run_cells, select, CellResult
-from harness.conformance.verdict import (AVAILABILITY, COMMITTED, CONFORMS, ERROR, EXCEPTION_CLASS, FAILED, SAFETY,
+from harness.conformance.verdict import (AVAILABILITY, COMMITTED, CONFORMS, ERROR, EXCEPTION_CLASS, FAILED, NOOP, SAFETY,
                                          UNCONTROLLED, UNJUDGED, UNSUPPORTED, V_ERROR, V_UNSUPPORTED, Observation,
                                          TxnResult, allowed_classes, judge)
+from harness.history import ErrorClass
 from harness.procs import HarnessError
 from tests.conftest import run_cli
 
@@ -70,6 +71,136 @@ EXPECTED = [
 @pytest.mark.parametrize("cell,expected", EXPECTED, ids=[C.Cell(*c).id for c, _ in EXPECTED])
 def test_expectation_table(cell, expected):
     assert _exp(*cell) == expected
+
+
+# The whole matrix, written by hand from the spec (not from cells.py's rules):
+# winner per row, loser per column; each entry Serializable then
+# WriteSerializable: c cannot conflict, x must conflict, ? can conflict,
+# a the spec settles neither (judged as can conflict).
+_OPS = {"I": C.INSERT, "IS": C.INSERT_SELECT, "U": C.UPDATE, "D": C.DELETE, "DA": C.DELETE_ALL, "M": C.MERGE,
+        "MN": C.MERGE_NOLIT, "O": C.OPTIMIZE, "Z": C.ZORDER, "SP": C.SET_PROPERTIES, "AC": C.ADD_COLUMNS}
+_UNPARTITIONED = """
+    I  IS U  D  DA M  O  Z  SP AC
+I   cc ?c ?c xc xc ?c cc cc aa aa
+IS  ?c ?? ?? ?? ?? ?? ?? ?? aa aa
+U   ?c ?? ?? ?? ?? ?? ?? ?? aa aa
+D   ?c ?? ?? ?? ?? ?? ?? ?? aa aa
+DA  ?c ?? ?? ?? ?? ?? ?? ?? aa aa
+M   ?c ?? ?? ?? ?? ?? ?? ?? aa aa
+O   cc ?? ?? ?? ?? ?? ?? ?? aa aa
+Z   cc ?? ?? ?? ?? ?? ?? ?? aa aa
+SP  xx xx xx xx xx xx xx xx xx xx
+AC  xx xx xx xx xx xx xx xx xx xx
+"""
+# Both conditions name one partition: as unpartitioned (C16 included), and
+# MERGE joining on the partition column is one more MERGE.
+_SAME_PARTITION = """
+    I  IS U  D  DA M  MN O  Z  SP AC
+I   cc ?c ?c xc xc ?c ?c cc cc aa aa
+IS  ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+U   ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+D   ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+DA  ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+M   ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+MN  ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+O   cc ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+Z   cc ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+SP  xx xx xx xx xx xx xx xx xx xx xx
+AC  xx xx xx xx xx xx xx xx xx xx xx
+"""
+# P1: literal conditions on disjoint partitions cannot conflict; DELETE
+# without a predicate (C16 still holds for it) and MERGE joining on the
+# partition column only (P2) are not confined; M2's WriteSerializable
+# "cannot" holds against P2's "can".
+_DISJOINT = """
+    I  IS U  D  DA M  MN O  Z  SP AC
+I   cc cc cc cc xc cc ?c cc cc aa aa
+IS  cc cc cc cc ?? cc ?? cc cc aa aa
+U   cc cc cc cc ?? cc ?? cc cc aa aa
+D   cc cc cc cc ?? cc ?? cc cc aa aa
+DA  ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+M   cc cc cc cc ?? cc ?? cc cc aa aa
+MN  ?c ?? ?? ?? ?? ?? ?? ?? ?? aa aa
+O   cc cc cc cc ?? cc ?? cc cc aa aa
+Z   cc cc cc cc ?? cc ?? cc cc aa aa
+SP  xx xx xx xx xx xx xx xx xx xx xx
+AC  xx xx xx xx xx xx xx xx xx xx xx
+"""
+# With deletion vectors (M5, M6): OPTIMIZE cannot conflict unless ZORDER BY is
+# used. Only the pairs deletion vectors change are cells of their own.
+_DV = """
+    IS U  D  DA M  MN O  Z
+IS  .. .. .. .. .. .. cc ??
+U   .. .. .. .. .. .. cc ??
+D   .. .. .. .. .. .. cc ??
+DA  .. .. .. .. .. .. cc ??
+M   .. .. .. .. .. .. cc ??
+MN  .. .. .. .. .. .. cc ??
+O   cc cc cc cc cc cc cc ??
+Z   ?? ?? ?? ?? ?? ?? ?? ??
+"""
+_CODE = {"c": MC, "x": MX, "?": CC, "a": CC}
+
+
+def _hand_table() -> dict[str, tuple[C.Outcome, bool]]:
+    out: dict[str, tuple[C.Outcome, bool]] = {}
+
+    def add(matrix: str, layout: str, dv: bool) -> None:
+        head, *rows = matrix.split("\n")[1:-1]
+        losers = head.split()
+        for row in rows:
+            w, *codes = row.split()
+            for l, code in zip(losers, codes):
+                if code == "..":
+                    continue
+                if layout == C.UNPARTITIONED and "MN" in (w, l):
+                    continue
+                for level, ch in zip((S, WS), code):
+                    out[C.Cell(_OPS[w], _OPS[l], level, layout, dv).id] = (_CODE[ch], ch == "a")
+
+    for level in (S, WS):
+        for w, l, code in ((C.APP_TXN, C.APP_TXN, "x"), (C.APP_TXN, C.INSERT, "c"), (C.INSERT, C.APP_TXN, "c"),
+                           (C.CREATE, C.CREATE, "x")):
+            out[C.Cell(w, l, level, C.UNPARTITIONED).id] = (_CODE[code], False)
+    add(_UNPARTITIONED, C.UNPARTITIONED, False)
+    add(_SAME_PARTITION, C.SAME_PARTITION, False)
+    add(_DISJOINT, C.DISJOINT, False)
+    add(_DV, C.UNPARTITIONED, True)
+    add(_DV, C.SAME_PARTITION, True)
+    return out
+
+
+def test_every_cell_is_expected_as_the_hand_written_matrix_says():
+    hand = _hand_table()
+    cells = {c.id: c for c in C.all_cells()}
+    assert set(cells) == set(hand), (sorted(set(cells) - set(hand))[:5], sorted(set(hand) - set(cells))[:5])
+    wrong = []
+    for cid, (outcome, ambiguous) in sorted(hand.items()):
+        e = C.expectation(cells[cid])
+        if (e.outcome, bool(e.ambiguous)) != (outcome, ambiguous):
+            wrong.append(f"{cid}: {e.claim} says {e.outcome.value}{' (ambiguous)' if e.ambiguous else ''}, "
+                         f"the spec {outcome.value}{' (ambiguous)' if ambiguous else ''}")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_no_rule_is_shadowed_the_cannot_rules_settle_p2():
+    # Item 7 of issue 11: P2 ahead of M2 made a refusal of a blind INSERT
+    # against MERGE (partition join) under WriteSerializable "conform".
+    for w, l in ((C.INSERT, C.MERGE_NOLIT), (C.MERGE_NOLIT, C.INSERT)):
+        e = C.expectation(C.Cell(w, l, WS, C.DISJOINT))
+        assert (e.claim, e.outcome) == ("M2", MC) and "P2" in e.rule
+        obs = _obs(_failed(ErrorClass.CONCURRENT_APPEND.value))
+        assert judge(C.Cell(w, l, WS, C.DISJOINT), e, obs)[0] == AVAILABILITY
+    # Rules that settle a cell both ways make it ambiguous, not first-wins.
+    a = C.Rule("X1", lambda w, l: True, (MX, MX), None, "x")
+    b = C.Rule("X2", lambda w, l: True, (MC, MC), None, "y")
+    saved = C.EXPECTATIONS
+    try:
+        C.EXPECTATIONS = (a, b)
+        e = C.expectation(C.Cell(C.INSERT, C.INSERT, S, C.UNPARTITIONED))
+    finally:
+        C.EXPECTATIONS = saved
+    assert e.outcome is CC and "X1 says must conflict" in e.ambiguous and "X2 says cannot conflict" in e.ambiguous
 
 
 def test_every_cell_has_an_expectation_and_both_orders():
@@ -503,3 +634,31 @@ def test_sail_versions_are_observed_from_the_log_not_assumed():
     # A hold that did not take: the loser's read version is not known.
     w, lo, notes = observe(log_with([[(1, "w.1")], [(2, "l.1")]]), hold_ok=False)
     assert lo.read_version is None
+
+
+def test_a_compaction_loser_that_completes_as_a_no_op_conforms_where_it_cannot_conflict():
+    # M6 with deletion vectors: the loser cannot conflict, and rewriting the
+    # winner's files again would duplicate rows: a no-op is how it conforms.
+    m6 = C.Cell(C.OPTIMIZE, C.OPTIMIZE, WS, C.UNPARTITIONED, dv=True)
+    assert C.expectation(m6).outcome is MC
+    noop = TxnResult(NOOP, read_version=2)
+    assert _judge(m6, _obs(noop, removed=2)) == CONFORMS
+    assert _judge(m6, _obs(_failed(ErrorClass.CONCURRENT_DELETE_DELETE.value), removed=2)) == AVAILABILITY
+    assert _judge(m6, _obs(TxnResult(COMMITTED, version=4), removed=2,
+                           data_violation="C15: rows 1..8 twice")) == SAFETY
+    # A no-op is no answer where the spec requires a conflict (C17: E4) ...
+    c17 = C.Cell(C.SET_PROPERTIES, C.OPTIMIZE, WS, C.UNPARTITIONED)
+    assert _judge(c17, _obs(noop, meta=True)) == EXCEPTION_CLASS
+    # ... and only a compaction may report success and commit nothing.
+    m3 = C.Cell(C.UPDATE, C.DELETE, WS, C.UNPARTITIONED)
+    assert _judge(m3, _obs(noop)) == V_ERROR
+    assert "no-op" in _obs(noop).observed()
+
+
+def test_the_report_lists_the_cells_the_spec_leaves_ambiguous():
+    amb = [c for c in C.all_cells() if C.expectation(c).ambiguous]
+    assert amb and all(c.loser in C.METADATA and c.winner not in C.METADATA for c in amb)
+    results = [CellResult(c, C.expectation(c), _obs(TxnResult(COMMITTED, version=4)), CONFORMS, "") for c in amb[:3]]
+    md = render_markdown("x", results, 1.0, {})
+    assert "## Cells the spec leaves ambiguous" in md and amb[0].id in md
+    assert results[0].to_json()["spec_ambiguous"].startswith("C17")

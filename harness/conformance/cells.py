@@ -101,13 +101,18 @@ class Expectation:
     # E-list gives for what the winner actually did (see verdict.allowed_classes).
     classes: frozenset[str] | None
     rule: str
+    # Why the spec settles neither outcome for this cell (judged as "can
+    # conflict" and listed as such in the report); "" where it settles one.
+    ambiguous: str = ""
 
 
 # -- the expectation table -----------------------------------------------------
-# One row per claim, first match wins. `pair` tests (winner, loser); `when`
-# tests the rest of the cell. Outcomes per level: (Serializable, WriteSerializable).
-
-Pair = tuple[str, str]
+# One row per claim, each with the exact domain the spec gives it: `pair`
+# tests (winner, loser), `when` the rest of the cell. Every row that matches
+# a cell speaks (no row shadows another): a "cannot conflict" or "must
+# conflict" row settles the outcome over a "can conflict" one, which only
+# says the spec allows either; rows that settle it both ways make the cell
+# spec-ambiguous. Outcomes per level: (Serializable, WriteSerializable).
 
 
 def _either(group: frozenset[str], other: frozenset[str]):
@@ -122,10 +127,18 @@ class Rule:
     classes: frozenset[str] | None
     text: str
     when: object = None  # Cell -> bool
+    ambiguous: str = ""  # the rule itself says the spec settles neither outcome
+
+    def matches(self, c: "Cell") -> bool:
+        return bool(self.pair(c.winner, c.loser)) and (self.when is None or self.when(c))
+
+    def at(self, level: str) -> Outcome:
+        return self.outcome[0] if level == SERIALIZABLE else self.outcome[1]
 
 
-ANY = frozenset(DATA_OPS) | {MERGE_NOLIT, APP_TXN}
 MC, MX, CC = Outcome.MUST_COMMIT, Outcome.MUST_CONFLICT, Outcome.CAN_CONFLICT
+# The ops the M-table speaks of.
+M_TABLE = BLIND | DML | COMPACTION
 
 
 def _overlapping(c: Cell) -> bool:
@@ -140,6 +153,12 @@ def _dv_without_zorder(c: Cell) -> bool:
     return c.dv and ZORDER not in (c.winner, c.loser)
 
 
+def _blind_pair(w: str, l: str) -> bool:
+    # Two writes under one txnAppId are not blind to each other: each reads
+    # the id's last version from the log (E5 speaks of them, not M1).
+    return w in BLIND and l in BLIND and not w == l == APP_TXN
+
+
 EXPECTATIONS: tuple[Rule, ...] = (
     # C17: a metadata change makes every concurrent write fail; E4 names the class.
     Rule("C17", lambda w, l: w in METADATA, (MX, MX), frozenset({"E4"}),
@@ -148,8 +167,10 @@ EXPECTATIONS: tuple[Rule, ...] = (
     # second. C17 fails the concurrent *write*, and E4 is the class only for
     # a winner that changed metadata: the spec requires neither outcome here
     # (the class, if any, follows what the winner did).
-    Rule("C17", lambda w, l: l in METADATA, (CC, CC), None,
-         "a metadata change after a concurrent write: the spec requires neither outcome"),
+    Rule("C17", lambda w, l: l in METADATA and w not in METADATA, (CC, CC), None,
+         "a metadata change after a concurrent write",
+         ambiguous="C17 fails the write concurrent with a metadata change, and here the write committed first: "
+                   "the spec requires neither the metadata change's commit nor its conflict"),
     # E6: several writers creating the same table at once: all but one fail.
     Rule("E6", lambda w, l: w == l == CREATE, (MX, MX), frozenset({"E6"}),
          "two CREATEs at one empty path: the second fails with E6"),
@@ -157,17 +178,13 @@ EXPECTATIONS: tuple[Rule, ...] = (
     Rule("E5", lambda w, l: w == l == APP_TXN, (MX, MX), frozenset({"E5"}),
          "two writes with the same txnAppId: the second fails with E5"),
     # M1: blind INSERT vs blind INSERT cannot conflict (C9: they read nothing).
-    Rule("M1", lambda w, l: w in BLIND and l in BLIND, (MC, MC), None, "blind inserts cannot conflict"),
+    Rule("M1", _blind_pair, (MC, MC), None, "blind inserts cannot conflict"),
     # M4: OPTIMIZE vs INSERT cannot conflict (the matrix is symmetric in the pair).
     Rule("M4", _either(COMPACTION, BLIND), (MC, MC), None, "OPTIMIZE and a blind INSERT cannot conflict"),
-    # P2: a MERGE joining on the partition columns only may scan every
-    # partition: it can conflict with writes to other partitions.
-    Rule("P2", lambda w, l: MERGE_NOLIT in (w, l), (CC, CC), None,
-         "MERGE without literal partition predicates, other partition: can conflict",
-         when=lambda c: c.layout == DISJOINT),
     # P1: "can conflict" pairs touching disjoint partitions (conditions on the
-    # partition column) cannot conflict.
-    Rule("P1", lambda w, l: True, (MC, MC), None,
+    # partition column) cannot conflict. It speaks of M-table pairs only:
+    # C17's metadata changes conflict with every concurrent write.
+    Rule("P1", lambda w, l: w in M_TABLE and l in M_TABLE, (MC, MC), None,
          "conditions on disjoint partitions: cannot conflict", when=_disjoint_with_literals),
     # C16: DELETE read v0, an INSERT into what it deletes committed first:
     # Serializable must fail it (E1); WriteSerializable commits it.
@@ -178,6 +195,12 @@ EXPECTATIONS: tuple[Rule, ...] = (
     # can conflict in Serializable (symmetric in the pair).
     Rule("M2", _either(DML, BLIND), (CC, MC), None,
          "UPDATE/DELETE/MERGE and a blind INSERT: WriteSerializable cannot conflict, Serializable can"),
+    # P2: a MERGE joining on the partition columns only may scan every
+    # partition: it can conflict with writes to other partitions. A "can":
+    # where M2 says a blind INSERT cannot conflict (WriteSerializable), M2 settles it.
+    Rule("P2", lambda w, l: MERGE_NOLIT in (w, l) and w in M_TABLE and l in M_TABLE, (CC, CC), None,
+         "MERGE without literal partition predicates, other partition: can conflict",
+         when=lambda c: c.layout == DISJOINT),
     # M3: UPDATE/DELETE/MERGE vs each other can conflict in both levels.
     Rule("M3", lambda w, l: w in DML and l in DML, (CC, CC), None, "UPDATE/DELETE/MERGE pairs can conflict"),
     # M5: OPTIMIZE vs UPDATE/DELETE/MERGE: with deletion vectors cannot
@@ -185,20 +208,42 @@ EXPECTATIONS: tuple[Rule, ...] = (
     Rule("M5", _either(COMPACTION, DML), (MC, MC), None,
          "OPTIMIZE and UPDATE/DELETE/MERGE with deletion vectors, no ZORDER: cannot conflict",
          when=_dv_without_zorder),
-    Rule("M5", _either(COMPACTION, DML), (CC, CC), None, "OPTIMIZE and UPDATE/DELETE/MERGE: can conflict"),
-    # M6: OPTIMIZE vs OPTIMIZE, as M5.
+    Rule("M5", _either(COMPACTION, DML), (CC, CC), None, "OPTIMIZE and UPDATE/DELETE/MERGE: can conflict",
+         when=lambda c: not _dv_without_zorder(c)),
+    # M6: OPTIMIZE vs OPTIMIZE, as M5. With deletion vectors the loser cannot
+    # conflict, yet both cannot rewrite the same files: it conforms by
+    # completing as a no-op (verdict.NOOP), never by rewriting them again.
     Rule("M6", lambda w, l: w in COMPACTION and l in COMPACTION, (MC, MC), None,
-         "two OPTIMIZEs with deletion vectors, no ZORDER: cannot conflict", when=_dv_without_zorder),
-    Rule("M6", lambda w, l: w in COMPACTION and l in COMPACTION, (CC, CC), None, "two OPTIMIZEs: can conflict"),
+         "two OPTIMIZEs with deletion vectors, no ZORDER: cannot conflict (the loser may complete as a no-op)",
+         when=_dv_without_zorder),
+    Rule("M6", lambda w, l: w in COMPACTION and l in COMPACTION, (CC, CC), None, "two OPTIMIZEs: can conflict",
+         when=lambda c: not _dv_without_zorder(c)),
 )
 
 
 def expectation(cell: Cell) -> Expectation:
-    for r in EXPECTATIONS:
-        if r.pair(cell.winner, cell.loser) and (r.when is None or r.when(cell)):
-            outcome = r.outcome[0] if cell.level == SERIALIZABLE else r.outcome[1]
-            return Expectation(r.claim, outcome, r.classes, r.text)
-    raise ValueError(f"no spec claim covers cell {cell.id}")
+    rules = [r for r in EXPECTATIONS if r.matches(cell)]
+    if not rules:
+        raise ValueError(f"no spec claim covers cell {cell.id}")
+    settling = {o: [r for r in rules if r.at(cell.level) is o] for o in (MX, MC)}
+    ambiguous = "; ".join(r.ambiguous for r in rules if r.ambiguous)
+    if settling[MX] and settling[MC]:
+        outcome, speaking = CC, settling[MX] + settling[MC]
+        ambiguous = "; ".join(filter(None, [ambiguous, " vs ".join(
+            f"{r.claim} says {r.at(cell.level).value}" for r in speaking)]))
+    elif settling[MX] or settling[MC]:
+        outcome = MX if settling[MX] else MC
+        speaking = settling[outcome]
+    else:
+        outcome, speaking = CC, rules
+    claims = list(dict.fromkeys(r.claim for r in speaking))
+    yielded = [r for r in rules if r not in speaking]
+    text = "; ".join(dict.fromkeys(r.text for r in speaking))
+    if yielded and not ambiguous:
+        text += "".join(f" ({r.claim}: {r.at(cell.level).value}, settled by {claims[0]})" for r in yielded)
+    fixed = [r.classes for r in speaking if r.classes is not None]
+    classes = frozenset().union(*fixed) if fixed else None
+    return Expectation(claims[0], outcome, classes, text, ambiguous)
 
 
 # -- enumeration ---------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from harness.conformance import cells as C
 from harness.conformance.model import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
-from harness.conformance.verdict import COMMITTED, ERROR, FAILED, UNSUPPORTED, Observation, TxnResult
+from harness.conformance.verdict import COMMITTED, ERROR, FAILED, NOOP, UNSUPPORTED, Observation, TxnResult
 from harness.deltalog import read_log
 from harness.engines.base import ClientConfig, OpResult, TableSpec
 from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema
@@ -139,7 +139,10 @@ def _run_pair(cell: C.Cell, uri: str) -> Observation:
         notes.append(f"table objects loaded at {v0w}/{v0l}, not {v0}")
     if winner.status == COMMITTED and winner.version != v0 + 1:
         notes.append(f"the winner committed version {winner.version}, not {v0 + 1}")
-    if loser.status == COMMITTED:
+    if (loser.status == COMMITTED and loser.version is None and lp.kind in C.COMPACTION
+            and log.latest_version == v0 + 1 and v0l == v0):
+        loser.status = NOOP  # it read v0 and left the log as the winner did
+    elif loser.status == COMMITTED:
         rv = log.commits[loser.version].read_version if loser.version in log.commits else None
         if loser.version is None or (rv is not None and rv != v0):
             notes.append(f"the loser's commit {loser.version} read version {rv}, not {v0}")

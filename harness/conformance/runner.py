@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from harness.conformance import cells as C
 from harness.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
-from harness.conformance.verdict import (COMMITTED, ERROR, SAFETY, UNCONTROLLED, UNJUDGED, V_ERROR, VERDICTS,
+from harness.conformance.verdict import (COMMITTED, ERROR, NOOP, SAFETY, UNCONTROLLED, UNJUDGED, V_ERROR, VERDICTS,
                                          Observation, TxnResult, allowed_classes, judge)
 from harness.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
 from harness.procs import HarnessError, ManagedProcess, python_argv
@@ -49,6 +49,7 @@ class CellResult:
         return {**self.cell.to_json(), "operations": _ops(self.cell), "order": f"{self.cell.winner} first",
                 "claim": self.expectation.claim, "rule": self.expectation.rule,
                 "expected": self.expectation.outcome.value,
+                "spec_ambiguous": self.expectation.ambiguous or None,
                 "allowed_classes": sorted(allowed_classes(judged_cell(self.cell, self.obs), self.expectation,
                                                           self.obs)),
                 "judged_level": judged_cell(self.cell, self.obs).level,
@@ -102,7 +103,7 @@ def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> H
     add(1, INVOKE, wp.kind, wp.op_id, wp.history_value())
     add(2, INVOKE, lp.kind, lp.op_id, lp.history_value())
     for process, plan, res in ((1, wp, obs.winner), (2, lp, obs.loser)):
-        if res.status == COMMITTED:
+        if res.status in (COMMITTED, NOOP):
             add(process, OK, plan.kind, plan.op_id, None, res.version)
         else:
             cls = ErrorClass(res.cls) if res.cls in {e.value for e in ErrorClass} else ErrorClass.NOT_A_CONFLICT
@@ -330,6 +331,16 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
             lines.append(f"  - `{r.cell.id}`: {r.verdict}: {why}")
     if not devs:
         lines.append("none")
+    ambiguous: dict[str, list[CellResult]] = {}
+    for r in results:
+        if r.expectation.ambiguous:
+            ambiguous.setdefault(r.expectation.ambiguous, []).append(r)
+    if ambiguous:
+        lines += ["", "## Cells the spec leaves ambiguous", "",
+                  "Judged as \"can conflict\": either outcome conforms, the data and the class are still checked.", ""]
+        for why, rs in ambiguous.items():
+            lines.append(f"- {why} ({len(rs)}): " + ", ".join(f"`{r.cell.id}`" for r in rs[:12])
+                         + (f", and {len(rs) - 12} more" if len(rs) > 12 else ""))
     lines += ["", "## All cells", "",
               "| claim | operations | order | level | layout | expected | observed | checker | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]

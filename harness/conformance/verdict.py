@@ -16,10 +16,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.conformance.cells import REMOVES_FILES, Cell, Expectation, Outcome
+from harness.conformance.cells import COMPACTION, REMOVES_FILES, Cell, Expectation, Outcome
 from harness.history import ErrorClass
 
 COMMITTED, FAILED, UNSUPPORTED, ERROR = "committed", "failed", "unsupported", "error"
+# A compaction that completed, reported success and committed nothing (it
+# found nothing left to compact): how a loser can satisfy M6's "cannot
+# conflict" with deletion vectors, where rewriting the winner's files again
+# would duplicate rows.
+NOOP = "no-op"
 NOT_RUN = "not run"  # the other op of the cell is unsupported
 
 CONFORMS = "conforms"
@@ -140,6 +145,13 @@ def _judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
         why = "; ".join(filter(None, [obs.data_violation, *obs.checker_anomalies]))
         return SAFETY, why
     lo = obs.loser
+    if lo.status == NOOP:
+        if cell.loser not in COMPACTION:
+            return V_ERROR, "the loser reported success but committed nothing, and only a compaction may"
+        if exp.outcome is Outcome.MUST_CONFLICT:
+            return EXCEPTION_CLASS, (f"{exp.claim}: completed as a no-op where the spec requires a conflict "
+                                     f"({'/'.join(sorted(exp.classes or ())) or 'a class of the E-list'})")
+        return CONFORMS, ""
     if lo.status == COMMITTED:
         if exp.outcome is Outcome.MUST_CONFLICT:
             return SAFETY, f"{exp.claim}: the loser committed at version {lo.version} where a conflict is required"
