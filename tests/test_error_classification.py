@@ -622,6 +622,20 @@ DELTARS_TEXTS = [
      "00000000000000000007.json in 30.0s - HTTP error: operation timed out", E.TIMEOUT, False),
     ("TimeoutError", "op exceeded 30 s", E.TIMEOUT, False),
     ("PanicException", "called `Option::unwrap()` on a `None` value", E.CRASH, False),
+    # Recorded with deltalake 1.x on a local table (issue 11, item 14).
+    # dt.update({"k": "make_array(1)"}) on a BIGINT column: DataFusion words a
+    # type error as "not implemented"; an error of the op, no missing feature.
+    ("DeltaError", "Generic DeltaTable error: Optimizer rule 'simplify_expressions' failed\ncaused by\nThis "
+     "feature is not implemented: Unsupported CAST from List(Int64) to Int64", E.NOT_A_CONFLICT, True),
+    # Loading a table whose _last_checkpoint names a checkpoint that is gone:
+    # before any commit, so definite, "checkpoint" or not.
+    ("DeltaError", "Kernel error: Invalid Checkpoint: Had a _last_checkpoint hint but didn't find any checkpoints",
+     E.NOT_A_CONFLICT, True),
+    # An append whose post-commit checkpoint could not be written (a directory
+    # squats on the checkpoint's name): version 1 is in the log, so the op may
+    # have committed. Nothing in the text says "checkpoint".
+    ("DeltaError", "Kernel error: Arrow error: External: Generic LocalFileSystem error: Unable to rename file: Is a "
+     "directory (os error 21)", E.NOT_A_CONFLICT, False),
     ("RuntimeError", "something nobody has seen before", E.NOT_A_CONFLICT, False),
 ]
 
@@ -794,6 +808,10 @@ SPARK_TEXTS = [
      "http://127.0.0.1:9000/dj/t/_delta_log/00000000000000000004.json - Server returned non-2xx status code: "
      "500 Internal Server Error", E.NOT_A_CONFLICT, False),
     ("UnsupportedOperationException", None, "not implemented: DESCRIBE HISTORY", E.UNSUPPORTED, True),
+    # SELECT CAST(array(1) AS BIGINT) on Sail 0.7.2: a type error, not a
+    # missing feature, whatever its words.
+    ("SparkRuntimeException", None, "This feature is not implemented: Unsupported CAST from List(non-null Int32) to "
+     "Int64", E.NOT_A_CONFLICT, False),
     ("AnalysisException", "UNRESOLVED_COLUMN.WITH_SUGGESTION", "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
      "variable, or function parameter with name `connection reset` cannot be resolved. Did you mean one of the "
      "following? [`timeout`, `k`]", E.NOT_A_CONFLICT, True),
@@ -869,3 +887,26 @@ def test_errors_module_imports_no_engine():
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_jvm_iterator_error_is_no_delta_conflict():
+    """java.util.ConcurrentModificationException is the base of Delta's
+    conflict classes, and also what the JVM throws for a collection changed
+    under its iterator: alone, it says nothing about a commit."""
+    pytest.importorskip("google.rpc.error_details_pb2")
+    exc = _connect_error("java.util.ConcurrentModificationException", "(java.util.ConcurrentModificationException) "
+                         "null", None, sql_state=None,
+                         hierarchy=["java.util.ConcurrentModificationException", "java.lang.RuntimeException",
+                                    "java.lang.Exception", "java.lang.Throwable"])
+    c = classify_spark(exc)
+    assert not c.cls.is_conflict and not c.definite, (c.cls, c.raw)
+    # Delta's own base class still is one (an unclassified conflict).
+    exc = _connect_error("io.delta.exceptions.DeltaConcurrentModificationException",
+                         "(io.delta.exceptions.DeltaConcurrentModificationException) a concurrent commit", None)
+    assert classify_spark(exc).cls is E.UNCLASSIFIED_CONFLICT
+
+
+def test_a_spark_unsupported_condition_is_unsupported():
+    c = classify_spark_text("AnalysisException", "[UNSUPPORTED_FEATURE.TABLE_OPERATION] The feature is not supported",
+                            condition="UNSUPPORTED_FEATURE.TABLE_OPERATION")
+    assert (c.cls, c.definite) == (E.UNSUPPORTED, True)

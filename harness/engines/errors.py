@@ -105,8 +105,10 @@ _CLASS_NAMES: tuple[tuple[str, ErrorClass], ...] = (
     ("ConcurrentTransactionException", E.CONCURRENT_TRANSACTION),
     ("ProtocolChangedException", E.PROTOCOL_CHANGED),
     ("ConcurrentWriteException", E.UNCLASSIFIED_CONFLICT),
+    # Delta's own base class. Not java.util.ConcurrentModificationException,
+    # which Delta's classes extend but which the JVM throws for a collection
+    # changed under an iterator: no conflict.
     ("DeltaConcurrentModificationException", E.UNCLASSIFIED_CONFLICT),
-    ("ConcurrentModificationException", E.UNCLASSIFIED_CONFLICT),
 )
 _CLASS_NAME_RE = re.compile(r"\b(" + "|".join(n for n, _ in _CLASS_NAMES) + r")\b")
 _CLASS_NAME_CLS = dict(_CLASS_NAMES)
@@ -181,16 +183,29 @@ _NETWORK_RE = re.compile(
 )
 
 # The op committed (or may have) but a later step failed.
+# Only what says a commit step failed: a word like "checkpoint" alone is
+# no evidence (reading a checkpoint fails before any commit).
 _AFTER_COMMIT_RE = re.compile(
-    r"DELTA_POST_COMMIT_HOOK_FAILED|DELTA_INVALID_COMMITTED_VERSION|post-commit|checkpoint",
+    r"DELTA_POST_COMMIT_HOOK_FAILED|DELTA_INVALID_COMMITTED_VERSION|post-commit|Error writing checkpoint",
     re.I,
 )
 
+# A feature the engine lacks, in the words engines use where they give no
+# type or condition (delta-rs and its kernel, DataFusion, Sail).
 _UNSUPPORTED_RE = re.compile(
-    r"\bnot (?:yet )?(?:supported|implemented)\b|\bunsupported\b|does not support (?:writer|reader) version"
-    r"|UNSUPPORTED_|NotImplemented",
+    r"does not support (?:writer|reader) version|Unsupported minimum (?:reader|writer) version"
+    r"|unsupported table features|not supported in Delta Kernel|Unsupported deletion vector"
+    r"|\bnot (?:yet )?(?:supported|implemented)\b|\bUnsupported: |\[(?:DELTA_)?UNSUPPORTED_\w*\]",
     re.I,
 )
+# A type error of the statement itself, which engines also word as
+# unsupported ("Unsupported cast from Utf8 to Int64", arrow's "Casting from
+# .. to .. not supported"): an error of the op, never a missing feature.
+_TYPE_ERROR_RE = re.compile(r"\bcast(?:ing)?\b|type[_ ]coercion|cannot infer common", re.I)
+
+
+def _unsupported_text(text: str) -> bool:
+    return bool(_UNSUPPORTED_RE.search(text)) and not _TYPE_ERROR_RE.search(text)
 
 _OSERROR_NAMES = frozenset(
     {
@@ -399,7 +414,7 @@ def classify_deltars_text(
         return Classified(E.NOT_A_CONFLICT, False, raw)
     if _AFTER_COMMIT_RE.search(text):
         return Classified(E.NOT_A_CONFLICT, False, raw)
-    if "NotImplementedError" in names or _UNSUPPORTED_RE.search(text):
+    if "NotImplementedError" in names or _unsupported_text(text):
         return Classified(E.UNSUPPORTED, True, raw)
 
     if "CommitFailedError" in names:
@@ -441,7 +456,7 @@ def classify_spark_text(
 
     # The Python type itself (delta.exceptions.* on classic PySpark).
     for n in names:
-        if n in _CLASS_NAME_CLS and n != "ConcurrentModificationException":
+        if n in _CLASS_NAME_CLS:
             return Classified(_CLASS_NAME_CLS[n], True, raw)
 
     # A committed-then-failed report beats everything else.
@@ -461,6 +476,8 @@ def classify_spark_text(
     if "UnsupportedOperationException" in names or "NotImplementedError" in names or (
         "PySparkNotImplementedError" in names
     ):
+        return Classified(E.UNSUPPORTED, True, raw)
+    if condition and re.match(r"(?:DELTA_)?UNSUPPORTED_", condition):
         return Classified(E.UNSUPPORTED, True, raw)
     if set(names) & (_SPARK_DEFINITE | _DEFINITE_PY):
         return Classified(E.NOT_A_CONFLICT, True, raw)
