@@ -180,8 +180,11 @@ def test_deltars_blind_append_after_dml(tmp_path, winner, loser, partitioned):
     fails it anyway, the error must still classify as a definite conflict."""
     uri = _make_table(tmp_path / "t", "WriteSerializable", partitioned)
     exc = _race(uri, winner, loser)
-    if exc is None:
-        return
+    # Pinned finding: delta-rs refuses the blind append. Should it commit
+    # one day, this fails, and the test becomes the conforming assertion.
+    assert exc is not None, (f"delta-rs {deltalake.__version__} committed the blind {loser} after {winner}: the "
+                             f"pinned C9/M2 deviation is gone (version {DeltaTable(uri).version()})")
+    assert DeltaTable(uri).version() == 2, "a refused append left a commit"
     c = classify_deltars(exc)
     assert c.cls.is_conflict and c.definite, c.raw
     pytest.xfail(f"deviation (spec C9, M2{', P1' if partitioned else ''}): {winner} then blind {loser} "
@@ -194,14 +197,16 @@ def test_deltars_serializable_delete_after_insert(tmp_path):
     INSERT must fail. Here: DELETE of every row, no predicate."""
     uri = _make_table(tmp_path / "t", "Serializable")
     exc = _race(uri, "append", "delete-all")
-    if exc is None:
-        dt = DeltaTable(uri)
-        pytest.xfail(
-            f"deviation (spec C14, C16): under Serializable the DELETE commits at version {dt.version()} "
-            f"after the INSERT and the inserted row survives ({_count(dt)} row left; history order gives 0)"
-        )
-    c = classify_deltars(exc)
-    assert c.cls is E.CONCURRENT_APPEND and c.definite, c.raw
+    # Pinned finding: the DELETE commits. Should delta-rs fail it one day,
+    # this fails, and the test becomes the conforming assertion (E1).
+    assert exc is None, (f"delta-rs {deltalake.__version__} now fails the DELETE ({classify_deltars(exc).cls.value}): "
+                         f"the pinned C16 deviation is gone")
+    dt = DeltaTable(uri)
+    assert (dt.version(), _count(dt)) == (3, 1), "the observed outcome changed"
+    pytest.xfail(
+        f"deviation (spec C14, C16): under Serializable the DELETE commits at version {dt.version()} "
+        f"after the INSERT and the inserted row survives ({_count(dt)} row left; history order gives 0)"
+    )
 
 
 @pytest.mark.integration
@@ -213,14 +218,17 @@ def test_deltars_compaction_then_rewrite(tmp_path, loser, rows_if_serial):
     must classify as E3; if it commits, the result is not serializable."""
     uri = _make_table(tmp_path / "t")
     exc = _race(uri, "optimize", loser)
-    if exc is None:
-        dt = DeltaTable(uri)
-        pytest.xfail(
-            f"deviation (spec M5/M6, E3, C8): delta-rs {deltalake.__version__}: optimize then {loser} both commit "
-            f"(version {dt.version()}); the table holds {_count(dt)} rows where any serial order gives {rows_if_serial}"
-        )
-    c = classify_deltars(exc)
-    assert c.cls is E.CONCURRENT_DELETE_DELETE, c.raw
+    # Pinned finding: both commit and the table is wrong. Should delta-rs
+    # refuse the loser one day, this fails, and the test becomes the
+    # conforming assertion (E3).
+    assert exc is None, (f"delta-rs {deltalake.__version__} now fails {loser} after optimize "
+                         f"({classify_deltars(exc).cls.value}): the pinned M5/M6 deviation is gone")
+    dt = DeltaTable(uri)
+    assert dt.version() == 3 and _count(dt) != rows_if_serial, "the observed outcome changed"
+    pytest.xfail(
+        f"deviation (spec M5/M6, E3, C8): delta-rs {deltalake.__version__}: optimize then {loser} both commit "
+        f"(version {dt.version()}); the table holds {_count(dt)} rows where any serial order gives {rows_if_serial}"
+    )
 
 
 @pytest.mark.integration
@@ -260,15 +268,17 @@ def test_deltars_create_race(tmp_path, mode):
         t.join(30)
     assert not t.is_alive(), "create race did not finish"
     exc = out["loser"]
-    if exc is None:
-        dt = DeltaTable(uri)
-        pytest.xfail(
-            f"deviation (spec E6): mode={mode!r}: both creators succeeded; the later commit "
-            f"(version {dt.version()}) re-creates the table and leaves {len(dt.file_uris())} data files "
-            f"(both writers' rows) instead of failing"
-        )
-    c = classify_deltars(exc)
-    assert c.cls.is_conflict and c.definite, c.raw
+    # Pinned finding: both creators succeed. Should delta-rs fail the later
+    # one day, this fails, and the test becomes the conforming assertion (E6).
+    assert exc is None, (f"delta-rs {deltalake.__version__} now fails the later CREATE "
+                         f"({classify_deltars(exc).cls.value}): the pinned E6 deviation is gone")
+    dt = DeltaTable(uri)
+    assert (dt.version(), len(dt.file_uris())) == (1, 2), "the observed outcome changed"
+    pytest.xfail(
+        f"deviation (spec E6): mode={mode!r}: both creators succeeded; the later commit "
+        f"(version {dt.version()}) re-creates the table and leaves {len(dt.file_uris())} data files "
+        f"(both writers' rows) instead of failing"
+    )
 
 
 @pytest.mark.integration

@@ -102,30 +102,48 @@ def test_delete_after_compaction_that_read_the_new_file_is_valid() -> None:
 # Real runs.
 
 
+def _files_removed_twice(table_uri: str) -> dict[str, list[int]]:
+    """Ground truth from the log alone, not from the checker: data files
+    that two commits both remove (the second rewrote what was gone)."""
+    from harness.deltalog import read_log
+
+    log = read_log(table_uri)
+    by_path: dict[str, list[int]] = {}
+    for v, commit in sorted(log.commits.items()):
+        for r in commit.removes:
+            by_path.setdefault(r["path"], []).append(v)
+    return {p: vs for p, vs in by_path.items() if len(vs) > 1}
+
+
 @pytest.mark.integration
 def test_compaction_on_delta_rs_reports_what_it_finds(results_dir: Path) -> None:
     """delta-rs 1.6.6 lets concurrent OPTIMIZEs of the same files both commit
-    (spec M6/E3, README finding). A run that hits it must come out invalid
-    with the compaction anomaly named; one that does not must be valid."""
+    (spec M6/E3, README finding). The verdict must match what the log
+    shows: a file two commits removed makes the run invalid with the
+    compaction anomaly named; a log without one leaves the run valid."""
     res = run_cli("run", "--workload", "compaction", "--engine", "delta-rs", "--storage", "local",
                   "--concurrency", "4", "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
-    doc = load_results(only_run_dir(results_dir))
+    run_dir = only_run_dir(results_dir)
+    doc = load_results(run_dir)
     by_name = {c["checker"]: c for c in doc["checkers"]}
     comp = by_name["compaction"]
     assert comp["stats"]["compaction_commits"] > 0, doc["history"]
     assert doc["history"]["by_f"].get("optimize", 0) + doc["history"]["by_f"].get("optimize-zorder", 0) > 0
     assert "unsupported" not in doc["history"]["error_classes"]
-    if comp["verdict"] == "invalid":
+    twice = _files_removed_twice(str(run_dir / "table"))
+    if twice:
+        assert comp["verdict"] == "invalid", (twice, comp)
         assert res.returncode == 1, res.stdout + res.stderr
-        assert doc["verdict"] == "invalid"
         claims = {a["claim"] for a in comp["anomalies"]}
         assert claims <= {"M5", "M6", "C8"} and claims, comp["anomalies"]
         # Duplicated rows show up in the duplicates checker as well.
         if any(a["kind"] == "compaction-duplicated-rows" and a["claim"] == "M6" for a in comp["anomalies"]):
             assert by_name["duplicates"]["verdict"] == "invalid"
-    else:
-        assert res.returncode == 0, res.stdout + res.stderr
-        assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
+        pytest.xfail(f"deviation (spec M6/E3): delta-rs committed {len(twice)} removal(s) of files already "
+                     f"removed, e.g. {next(iter(twice.items()))}")
+    assert comp["verdict"] == "valid", comp
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
 
 
 @pytest.mark.integration

@@ -159,8 +159,8 @@ def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str
     known to refuse writes on disjoint partitions (delta-rs: blind appends
     fail with E2 after a literal UPDATE/MERGE elsewhere; Sail: any non-append
     write fails "Failed to commit transaction: 0" after any concurrent
-    commit), so partition-conflicts may report P1; when it does, the run is
-    invalid with P1 named."""
+    commit): partition-conflicts reports P1, and the run is invalid with P1
+    named."""
     res = run_cli("run", "--workload", "partitioned", "--engine", engine, "--storage", storage,
                   "--concurrency", "4", "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
     doc = load_results(only_run_dir(results_dir))
@@ -178,9 +178,11 @@ def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str
     assert pc["stats"]["commits_checked"] > 0
     assert "unsupported" not in doc["history"]["error_classes"]
     assert not any(a["kind"] == "foreign-partition-rewrite" for a in pc["anomalies"]), pc["anomalies"]
-    if pc["anomalies"]:
-        assert res.returncode == 1 and doc["verdict"] == "invalid", res.stdout + res.stderr
-        assert {a["claim"] for a in pc["anomalies"]} == {"P1"}
-    else:
-        assert res.returncode in (0, 3), res.stdout + res.stderr
-        assert res.returncode == {"valid": 0, "unknown": 3}[doc["verdict"]]
+    # Pinned finding: four clients for 6 s always met it here (delta-rs: 3-4
+    # P1 anomalies per run). Should an engine stop refusing, this fails, and
+    # the test becomes the conforming assertion (valid, exit 0).
+    assert pc["anomalies"], f"{engine}: no P1 deviation any more: the pinned finding is gone ({pc['stats']})"
+    assert res.returncode == 1 and doc["verdict"] == "invalid", res.stdout + res.stderr
+    assert {a["claim"] for a in pc["anomalies"]} == {"P1"}
+    pytest.xfail(f"deviation (spec P1): {engine} refused {len(pc['anomalies'])} write(s) on a partition no "
+                 f"concurrent writer touched; first: {pc['anomalies'][0]['explanation'][:200]}")
