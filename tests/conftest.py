@@ -83,3 +83,25 @@ def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
     pytest.xfail(f"deviation (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
                  f"acknowledged write(s) lost; version(s) {twice} committed by both JVMs (their logs); "
                  f"first: {lost[0]['explanation'][:300]}")
+
+
+# Kinds a lost commit drags along: a read that saw the replaced commit saw a
+# state the final log does not hold. Accepted only beside the lost write they
+# follow from, never on their own.
+LOST_WRITE_CONSEQUENCES = frozenset({"state-never-existed", "read-version-mismatch", "stale-read"})
+
+
+def assert_only_known_findings(doc: dict, run_dir: Path, engine: str) -> None:
+    """A run under faults that keep put-if-absent (kill, pause, s3-errors,
+    latency, partition, clock, ambiguous) explains no anomaly by its faults:
+    each one fails the test unless it is a known engine finding shown with
+    its evidence (then xfail, named). Known: delta-spark's default S3
+    LogStore on two JVMs (see xfail_if_two_jvms_committed_one_version)."""
+    anomalies = [(c["checker"], a) for c in doc["checkers"] for a in c["anomalies"]]
+    if not anomalies:
+        return
+    kinds = {a["kind"] for _, a in anomalies}
+    if engine == "delta-spark" and "lost-write" in kinds and kinds <= {"lost-write"} | LOST_WRITE_CONSEQUENCES:
+        xfail_if_two_jvms_committed_one_version(doc, run_dir)
+    raise AssertionError("anomalies no fault explains and no known finding covers: " + "; ".join(
+        f"{checker}: {a['kind']} ({a.get('claim')}): {a['explanation'][:200]}" for checker, a in anomalies[:8]))
