@@ -124,20 +124,27 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         fp = Fingerprint.of(ids)
         lo, hi = windows.window(r)
         when = f"read {r.id} (process {r.process}, {len(ids)} rows, window versions {lo}..{hi})"
-        if r.version is not None and facts.fingerprints.get(r.version) != fp:
+        # Rows no version ever held are state-never-existed below, whatever
+        # version the engine named; rows of another version, a mismatch.
+        if r.version is not None and facts.fingerprints.get(r.version) != fp and facts.by_fingerprint.get(fp):
             why, rows = _explain_mismatch(ids, facts, r.version, r.version)
             anomalies.append(Anomaly(
                 "read-version-mismatch", "C12",
                 f"The engine said {when} was of version {r.version}, but the rows differ from that version: {why}.",
                 ops=[r.id], versions=[r.version], rows=rows))
             continue
-        candidates = [r.version] if r.version is not None else facts.by_fingerprint.get(fp, [])
+        candidates = [r.version] if r.version is not None and facts.fingerprints.get(r.version) == fp \
+            else facts.by_fingerprint.get(fp, [])
         if not candidates:
-            why, rows = _explain_mismatch(ids, facts, lo, hi)
+            if r.version is not None:  # judged against the version the engine named
+                why, rows = _explain_mismatch(ids, facts, r.version, r.version)
+                named, versions = f" (the engine said version {r.version})", [r.version]
+            else:
+                (why, rows), named, versions = _explain_mismatch(ids, facts, lo, hi), "", [lo, hi]
             anomalies.append(Anomaly(
                 "state-never-existed", "C12",
-                f"{when.capitalize()} returned a table state that no committed version ever had; {why}.",
-                ops=[r.id], versions=[lo, hi], rows=rows))
+                f"{when.capitalize()} returned a table state that no committed version ever had{named}; {why}.",
+                ops=[r.id], versions=versions, rows=rows))
             continue
         inside = [v for v in candidates if lo <= v <= hi]
         seen.append((r, min(inside or candidates)))

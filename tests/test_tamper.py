@@ -1,0 +1,535 @@
+"""The tamper suite: every anomaly kind a checker claims to find, planted in
+a real stored run the way a buggy engine would write it, must be named by
+that checker, and by no other kind of it; the untouched run must be valid.
+
+Runs are real (delta-rs, local directory, one per workload), made once per
+test. A plant edits a copy of the run folder: its table (log actions, data
+files) or its history (what the engine reported). Kinds of the README's
+checker table with no plant here are listed there as unproven, and
+`test_every_readme_kind_is_planted_or_listed_unproven` keeps both in step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.checking import check_run
+from tests.conftest import REPO, only_run_dir, run_cli
+
+# -- a run folder, as files ------------------------------------------------------
+
+
+class Run:
+    def __init__(self, root: Path):
+        self.root = root
+        self.log_dir = root / "table" / "_delta_log"
+
+    # the log
+    def versions(self) -> list[int]:
+        return sorted(int(p.stem) for p in self.log_dir.glob("*.json") if p.stem.isdigit())
+
+    def commit_path(self, v: int) -> Path:
+        return self.log_dir / f"{v:020d}.json"
+
+    def actions(self, v: int) -> list[dict]:
+        return [json.loads(line) for line in self.commit_path(v).read_text().splitlines() if line.strip()]
+
+    def write_actions(self, v: int, actions: list[dict]) -> None:
+        self.commit_path(v).write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+    def commit_of(self, op_id: str) -> int:
+        for v in self.versions():
+            for a in self.actions(v):
+                if a.get("commitInfo", {}).get("dj.op") == op_id:
+                    return v
+        raise LookupError(op_id)
+
+    def commit_of_any(self, v: int) -> str | None:
+        return next((a["commitInfo"].get("dj.op") for a in self.actions(v) if "commitInfo" in a), None)
+
+    def adds(self, v: int) -> list[dict]:
+        return [a["add"] for a in self.actions(v) if "add" in a]
+
+    def append_commit(self, actions: list[dict], op_id: str | None = None) -> int:
+        v = self.versions()[-1] + 1
+        info: dict[str, Any] = {"timestamp": 1, "operation": "WRITE", "operationParameters": {"mode": "Append"}}
+        if op_id:
+            info["dj.op"] = op_id
+        self.write_actions(v, [{"commitInfo": info}, *actions])
+        return v
+
+    def drop_checkpoints(self) -> None:
+        """Replay from JSON only, so a plant in any commit is seen (a
+        checkpoint would otherwise stand in for the commits below it)."""
+        for p in self.log_dir.iterdir():
+            if ".checkpoint." in p.name or p.name == "_last_checkpoint":
+                p.unlink()
+
+    # data files
+    def data(self, add: dict) -> pa.Table:
+        return pq.read_table(self.root / "table" / add["path"])
+
+    def write_data(self, table: pa.Table) -> dict:
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        pq.write_table(table, self.root / "table" / name)
+        return {"path": name, "partitionValues": {}, "size": (self.root / "table" / name).stat().st_size,
+                "modificationTime": 1, "dataChange": True,
+                "stats": json.dumps({"numRecords": table.num_rows})}
+
+    # the history
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in (self.root / "history.jsonl").read_text().splitlines()]
+
+    def write_events(self, events: list[dict]) -> None:
+        (self.root / "history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    def ok_ops(self, f: str) -> list[dict]:
+        return [e for e in self.events() if e["type"] == "ok" and e["f"] == f and isinstance(e["process"], int)]
+
+    def edit_event(self, index: int, **changes: Any) -> None:
+        events = self.events()
+        events[index].update(changes)
+        self.write_events(events)
+
+
+def _multi_row_append(run: Run) -> tuple[dict, int]:
+    """An acknowledged append of two or more rows, and its commit."""
+    for done in reversed(run.ok_ops("append")):
+        inv = next(e for e in run.events() if e["type"] == "invoke" and e["id"] == done["id"])
+        if len(inv["value"]["ids"]) >= 2:
+            return done, run.commit_of(done["id"])
+    raise LookupError("no multi-row append")
+
+
+def _last_append(run: Run) -> tuple[dict, int]:
+    done = run.ok_ops("append")[-1]
+    return done, run.commit_of(done["id"])
+
+
+def _ids_at(run: Run, version: int) -> list[int]:
+    from harness.deltalog import read_log
+
+    log = read_log(str(run.root / "table"))
+    return sorted(log.rows_at(version, columns=["id"]).column("id").to_pylist())
+
+
+# -- plants: append workload --------------------------------------------------------
+
+
+def plant_log_gap(run: Run) -> None:
+    last = run.versions()[-1]
+    run.commit_path(last - 1).rename(run.commit_path(last + 1))
+
+
+def plant_log_unparseable(run: Run) -> None:
+    last = run.versions()[-1]
+    with run.commit_path(last).open("a") as f:
+        f.write('{"add": {"path": \n')
+
+
+def plant_duplicate_file_action(run: Run) -> None:
+    _, v = _last_append(run)
+    acts = run.actions(v)
+    run.write_actions(v, acts + [a for a in acts if "add" in a])
+
+
+def plant_multiple_metadata(run: Run) -> None:
+    _, v = _last_append(run)
+    meta = next(a for a in run.actions(0) if "metaData" in a)
+    run.write_actions(v, run.actions(v) + [meta, meta])
+
+
+def plant_missing_data_file(run: Run) -> None:
+    _, v = _last_append(run)
+    (run.root / "table" / run.adds(v)[0]["path"]).unlink()
+
+
+def plant_lost_write(run: Run) -> None:
+    # The engine acknowledged its commit, and another writer's PUT of the
+    # same version replaced it (a commit that added nothing).
+    _, v = _last_append(run)
+    run.write_actions(v, [{"commitInfo": {"timestamp": 1, "operation": "WRITE", "operationParameters": {}}}])
+
+
+def plant_wrong_commit_version(run: Run) -> None:
+    done, v = _last_append(run)
+    run.edit_event(done["index"], version=v - 1)
+
+
+def plant_lost_rows(run: Run) -> None:
+    # A later commit removes an acknowledged append's file with no op asking.
+    _, v = _multi_row_append(run)
+    add = run.adds(v)[0]
+    run.append_commit([{"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}}])
+
+
+def plant_failed_but_committed(run: Run) -> None:
+    done, _ = _last_append(run)
+    run.edit_event(done["index"], type="fail", version=None, error={
+        "class": "ConcurrentAppendException", "claim": "E1",
+        "raw": "CommitFailedError: Failed to commit transaction: Commit failed: a concurrent transactions added "
+               "new data."})
+
+
+def plant_partial_op(run: Run) -> None:
+    _, v = _multi_row_append(run)
+    add = run.adds(v)[0]
+    table = run.data(add)
+    pq.write_table(table.slice(0, table.num_rows - 1), run.root / "table" / add["path"])
+
+
+def plant_split_op(run: Run) -> None:
+    done, v = _multi_row_append(run)
+    add = run.adds(v)[0]
+    table = run.data(add)
+    pq.write_table(table.slice(0, 1), run.root / "table" / add["path"])
+    run.append_commit([{"add": run.write_data(table.slice(1))}], op_id=done["id"])
+
+
+def plant_duplicate_row(run: Run) -> None:
+    # One row of an op written again by a commit no op made.
+    _, v = _multi_row_append(run)
+    run.append_commit([{"add": run.write_data(run.data(run.adds(v)[0]).slice(0, 1))}])
+
+
+def plant_duplicate_application(run: Run) -> None:
+    # One op applied twice: a retried commit that had landed the first time.
+    done, v = _multi_row_append(run)
+    run.append_commit([{"add": run.write_data(run.data(run.adds(v)[0]))}], op_id=done["id"])
+
+
+def _late_read(run: Run) -> dict:
+    reads = [e for e in run.ok_ops("read") if not (e.get("value") or {}).get("final")]
+    return reads[-1]
+
+
+def plant_state_never_existed(run: Run) -> None:
+    read = _late_read(run)
+    run.edit_event(read["index"], value={**read["value"], "ids": sorted(read["value"]["ids"] + [424242])})
+
+
+def plant_stale_read(run: Run) -> None:
+    read = _late_read(run)
+    run.edit_event(read["index"], value={**read["value"], "ids": _ids_at(run, 1)}, version=1)
+
+
+def plant_future_read(run: Run) -> None:
+    # A read returns a version whose writer was invoked only after the read
+    # had ended; chosen so that no later read saw an older one (which the
+    # future read would make stale as well).
+    events = run.events()
+    invoked = {e["id"]: e["time"] for e in events if e["type"] == "invoke"}
+    version_of = {v: run.commit_of_any(v) for v in run.versions()}
+    reads = [e for e in run.ok_ops("read")]
+    for r in reads:
+        r_start = invoked[r["id"]]
+        later = [v for v, op in sorted(version_of.items()) if op in invoked and invoked[op] > r["time"]]
+        if not later:
+            continue
+        v = later[0]
+        if all(x["version"] is not None and x["version"] >= v for x in reads if invoked[x["id"]] > r["time"]) \
+                and r_start < r["time"]:
+            run.edit_event(r["index"], value={**r["value"], "ids": _ids_at(run, v)}, version=v)
+            return
+    raise LookupError("no read to make a future read of")
+
+
+def plant_read_version_mismatch(run: Run) -> None:
+    read = _late_read(run)
+    run.edit_event(read["index"], version=read["version"] - 1)
+
+
+def _checkpoint_now(run: Run) -> int:
+    """A checkpoint of the latest version, written by delta-rs itself."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(str(run.root / "table"))
+    dt.create_checkpoint()
+    return dt.version()
+
+
+def plant_missing_commit(run: Run) -> None:
+    # A commit file gone from the middle of the log; the checkpoint above it
+    # still holds the state (a cleanup that removed the wrong file).
+    top = _checkpoint_now(run)
+    run.commit_path(top // 2).unlink()
+
+
+def plant_checkpoint_mismatch(run: Run) -> None:
+    # The checkpoint the engine wrote holds a file the JSON commits below it
+    # never added (or lost): drop one add from a commit it covers.
+    _checkpoint_now(run)
+    _, v = _multi_row_append(run)
+    run.write_actions(v, [a for a in run.actions(v) if "add" not in a])
+
+
+def plant_orphan_rows(run: Run) -> None:
+    # Rows of a writer no op ever was: data from nowhere.
+    _, v = _multi_row_append(run)
+    table = run.data(run.adds(v)[0])
+    ids = pa.array([i + 7_000_000_000_000 for i in table.column("id").to_pylist()], pa.int64())
+    table = table.set_column(table.schema.get_field_index("id"), "id", ids)
+    table = table.set_column(table.schema.get_field_index("writer"), "writer",
+                             pa.array(["9.999"] * table.num_rows, table.schema.field("writer").type))
+    run.append_commit([{"add": run.write_data(table)}])
+
+
+def plant_duplicate_commit(run: Run) -> None:
+    # The log names one op at a second commit that added nothing.
+    done, _ = _last_append(run)
+    run.append_commit([], op_id=done["id"])
+
+
+# -- plants: bank and register ---------------------------------------------------------
+
+
+def _rewrite_rows(run: Run, v: int, writer: str, column: str, value: Callable[[Any], Any]) -> None:
+    """Change `column` of the rows `writer` wrote, in commit v's data file."""
+    add = run.adds(v)[0]
+    table = run.data(add)
+    rows = table.to_pylist()
+    for row in rows:
+        if row["writer"] == writer:
+            row[column] = value(row[column])
+            break
+    else:
+        raise LookupError(f"no row of {writer} in version {v}")
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), run.root / "table" / add["path"])
+
+
+def plant_wrong_total(run: Run) -> None:
+    # A transfer that credited one unit more than it debited.
+    done = run.ok_ops("transfer")[-1]
+    _rewrite_rows(run, run.commit_of(done["id"]), done["id"], "balance", lambda b: b + 1)
+
+
+def plant_read_wrong_total(run: Run) -> None:
+    read = _late_read(run)
+    bal = [list(b) for b in read["value"]["balances"]]
+    bal[0][1] += 1
+    run.edit_event(read["index"], value={**read["value"], "balances": bal})
+
+
+def plant_load_never_visible(run: Run) -> None:
+    # The load was acknowledged and nothing of it landed: its commit added
+    # nothing, and nothing came after it.
+    for v in run.versions()[2:]:
+        run.commit_path(v).unlink()
+    run.write_actions(1, [a for a in run.actions(1) if "add" not in a])
+
+
+def plant_lost_update(run: Run) -> None:
+    # A register write that read the state before the write it replaced:
+    # both read the same version, both committed (G-single, a lost update).
+    writes = {e["id"]: e for e in run.ok_ops("write")}
+    for w_id in reversed(list(writes)):
+        v = run.commit_of(w_id)
+        row = next(r for r in run.data(run.adds(v)[0]).to_pylist() if r["writer"] == w_id)
+        p = row["prev_writer"]
+        if p not in writes:
+            continue
+        pv = run.commit_of(p)
+        prow = next(r for r in run.data(run.adds(pv)[0]).to_pylist() if r["writer"] == p)
+        _rewrite_rows(run, v, w_id, "prev_writer", lambda _: prow["prev_writer"])
+        acts = run.actions(v)
+        for a in acts:
+            if "commitInfo" in a:
+                a["commitInfo"]["readVersion"] = pv - 1
+        run.write_actions(v, acts)
+        return
+    raise LookupError("no write that replaced another client's write")
+
+
+def _set_error(run: Run, cls: str, claim: str | None) -> None:
+    fail = next(e for e in run.events() if e["type"] == "fail" and (e.get("error") or {}).get("claim") == "E1")
+    run.edit_event(fail["index"], error={**fail["error"], "class": cls, "claim": claim})
+
+
+def plant_conflict_unclassified(run: Run) -> None:
+    # A conflict reported as "Failed to commit transaction" and nothing more.
+    _set_error(run, "commit-conflict-unclassified", None)
+
+
+def plant_wrong_conflict_class(run: Run) -> None:
+    # E5 names two writers of one application id; this run has none.
+    _set_error(run, "ConcurrentTransactionException", "E5")
+
+
+def plant_aborted_read(run: Run) -> None:
+    # A committed write that read (replaced) the value of a write that
+    # failed: an aborted read (G1a).
+    failed = {e["value"]["key"]: e["id"] for e in run.events() if e["type"] == "fail" and e["f"] == "write"}
+    for done in reversed(run.ok_ops("write")):
+        if done["value"]["key"] in failed:
+            _rewrite_rows(run, run.commit_of(done["id"]), done["id"], "prev_writer",
+                          lambda _: failed[done["value"]["key"]])
+            return
+    raise LookupError("no committed write of a key another write failed on")
+
+
+def plant_duplicate_key(run: Run) -> None:
+    # A second live row for a key: a MERGE that inserted a key already there.
+    done = run.ok_ops("merge")[-1]
+    v = run.commit_of(done["id"])
+    table = run.data(run.adds(v)[0])
+    row = next(r for r in table.to_pylist() if r["writer"] == done["id"])
+    row = {**row, "id": row["id"] + 7_000_000_000_000}
+    run.append_commit([{"add": run.write_data(pa.Table.from_pylist([row], schema=table.schema))}],
+                      op_id=done["id"])
+
+
+def _last_optimize(run: Run) -> tuple[int, dict, pa.Table]:
+    v = max(v for v in run.versions() if any(a.get("commitInfo", {}).get("operation") == "OPTIMIZE"
+                                             for a in run.actions(v)))
+    add = run.adds(v)[0]
+    return v, add, run.data(add)
+
+
+def plant_compaction_lost_rows(run: Run) -> None:
+    _, add, table = _last_optimize(run)
+    pq.write_table(table.slice(1), run.root / "table" / add["path"])
+
+
+def plant_compaction_duplicated_rows(run: Run) -> None:
+    _, add, table = _last_optimize(run)
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), run.root / "table" / add["path"])
+
+
+@dataclass(frozen=True)
+class Plant:
+    checker: str
+    kind: str
+    plant: Callable[[Run], None]
+    keep_checkpoints: bool = False
+
+
+PLANTS: dict[str, tuple[Plant, ...]] = {
+    "append": (
+        Plant("log-sanity", "log-gap", plant_log_gap),
+        Plant("log-sanity", "log-unparseable", plant_log_unparseable),
+        Plant("log-sanity", "log-duplicate-file-action", plant_duplicate_file_action),
+        Plant("log-sanity", "log-multiple-metadata", plant_multiple_metadata),
+        Plant("log-sanity", "missing-data-file", plant_missing_data_file),
+        Plant("log-sanity", "log-missing-commit", plant_missing_commit),
+        Plant("log-sanity", "log-checkpoint-mismatch", plant_checkpoint_mismatch),
+        Plant("durability", "lost-write", plant_lost_write),
+        Plant("durability", "wrong-commit-version", plant_wrong_commit_version),
+        Plant("durability", "lost-rows", plant_lost_rows),
+        Plant("atomicity", "failed-but-committed", plant_failed_but_committed),
+        Plant("atomicity", "partial-op", plant_partial_op),
+        Plant("atomicity", "split-op", plant_split_op),
+        Plant("duplicates", "duplicate-row", plant_duplicate_row),
+        Plant("duplicates", "duplicate-application", plant_duplicate_application),
+        Plant("duplicates", "duplicate-commit", plant_duplicate_commit),
+        Plant("atomicity", "orphan-rows", plant_orphan_rows),
+        Plant("read-validity", "state-never-existed", plant_state_never_existed),
+        Plant("read-validity", "stale-read", plant_stale_read),
+        Plant("read-validity", "future-read", plant_future_read),
+        Plant("read-validity", "read-version-mismatch", plant_read_version_mismatch),
+    ),
+    "bank": (
+        Plant("bank", "wrong-total", plant_wrong_total),
+        Plant("bank", "read-wrong-total", plant_read_wrong_total),
+        Plant("bank", "load-never-visible", plant_load_never_visible),
+    ),
+    "register": (
+        Plant("serializability", "G-single", plant_lost_update),
+        Plant("serializability", "G1a", plant_aborted_read),
+        Plant("exception-classes", "conflict-unclassified", plant_conflict_unclassified),
+        Plant("exception-classes", "wrong-conflict-class", plant_wrong_conflict_class),
+    ),
+    "upsert": (
+        Plant("unique-key", "duplicate-key", plant_duplicate_key),
+    ),
+    # One client: delta-rs lets concurrent OPTIMIZEs both commit (a README
+    # finding), and the untouched run must be valid.
+    "compaction": (
+        Plant("compaction", "compaction-lost-rows", plant_compaction_lost_rows),
+        Plant("compaction", "compaction-duplicated-rows", plant_compaction_duplicated_rows),
+    ),
+}
+CONCURRENCY = {"compaction": 1}
+
+
+def _make_run(workload: str, results: Path) -> Path:
+    res = run_cli("run", "--workload", workload, "--engine", "delta-rs", "--storage", "local", "--concurrency",
+                  str(CONCURRENCY.get(workload, 3)),
+                  "--time-limit", "4", "--seed", "7", "--results-dir", str(results), "--no-progress")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return only_run_dir(results)
+
+
+def _kinds(report: Any, checker: str) -> set[str]:
+    r = next(r for r in report.results if r.checker == checker)
+    # exception-classes reports findings beside a valid verdict, not anomalies
+    return {a.kind for a in r.anomalies} | {d["kind"] for d in r.stats.get("deviations", [])}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("workload", list(PLANTS))
+def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: Path) -> None:
+    original = _make_run(workload, tmp_path / "results")
+    clean = tmp_path / "clean"
+    shutil.copytree(original, clean, symlinks=True)
+    Run(clean).drop_checkpoints()
+    report = check_run(clean, write=False)
+    assert report.verdict.value == "valid", [(r.checker, r.verdict.value, r.explanation[:200]) for r in report.results]
+    wrong = []
+    for p in PLANTS[workload]:
+        dst = tmp_path / p.kind
+        shutil.copytree(original, dst, symlinks=True)
+        run = Run(dst)
+        if not p.keep_checkpoints:
+            run.drop_checkpoints()
+        p.plant(run)
+        report = check_run(dst, write=False)
+        got = _kinds(report, p.checker)
+        if got != {p.kind}:
+            r = next(r for r in report.results if r.checker == p.checker)
+            wrong.append(f"{p.checker}/{p.kind}: named {sorted(got) or 'nothing'} ({r.verdict.value}: "
+                         f"{r.explanation[:160]})")
+    assert wrong == [], "\n".join(wrong)
+
+
+# -- the README's checker table and this suite ----------------------------------------
+
+UNPROVEN_HEADING = "Anomaly kinds with no planted test"
+
+
+def _readme_kinds() -> dict[str, set[str]]:
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("| checker | claim | anomaly kinds |"):]
+    table = table[:table.index("\n\n")]
+    out: dict[str, set[str]] = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        name = re.search(r"`([\w-]+)`", cells[0]).group(1)
+        # kinds are the backticked names before any parenthesis of explanation
+        out[name] = set(re.findall(r"`([A-Za-z][\w-]*)`", re.sub(r"\([^)]*\)", "", cells[2])))
+    return out
+
+
+def _readme_unproven() -> set[tuple[str, str]]:
+    text = (REPO / "README.md").read_text()
+    section = text[text.index(UNPROVEN_HEADING):]
+    section = section[:section.index("\n\n")]
+    return {(m.group(1), m.group(2)) for m in re.finditer(r"`([\w-]+)`: `([\w-]+)`", section)}
+
+
+def test_every_readme_kind_is_planted_or_listed_unproven() -> None:
+    planted = {(p.checker, p.kind) for ps in PLANTS.values() for p in ps}
+    readme = {(c, k) for c, ks in _readme_kinds().items() for k in ks}
+    unproven = _readme_unproven()
+    assert planted <= readme, sorted(planted - readme)
+    assert readme - planted == unproven, ("README unproven list out of step", sorted((readme - planted) - unproven),
+                                          sorted(unproven - (readme - planted)))
