@@ -1414,6 +1414,10 @@ class _Checkpoint:
     source: list[dict] | None = None  # the actions of an in-memory checkpoint
 
 
+class _NeedFullRead(Exception):
+    """A checkpoint the column-only read cannot summarize (v2 sidecars)."""
+
+
 def _table_actions(table: pa.Table) -> list[dict]:
     cols = [c for c in _CHECKPOINT_ACTIONS if c in table.column_names]
     rows = table.select(cols).to_pylist(maps_as_pydicts="strict")
@@ -1812,11 +1816,11 @@ class TransactionLog:
         for c in sorted(self._checkpoints):
             if c >= self._first_hole:
                 break
-            actions = self._checkpoint_actions(c)
-            if actions is None:
+            summary = self._checkpoint_summary(c)
+            if summary is None:
                 continue
+            ck_files, actions = summary
             json_files = set(self.live_files(c))
-            ck_files = {a["add"]["path"] for a in actions if "add" in a}
             if json_files != ck_files:
                 extra, lost = sorted(ck_files - json_files), sorted(json_files - ck_files)
                 new.append(
@@ -1836,6 +1840,41 @@ class TransactionLog:
                     new.append(LogProblem("checkpoint-mismatch", c, f"{kind} differs from JSON"))
         self.problems.extend(new)
         return new
+
+    def _checkpoint_summary(self, version: int) -> tuple[set[str], list[dict]] | None:
+        """A checkpoint's file paths and its metaData/protocol actions. A
+        classic parquet checkpoint is read for just those columns (turning
+        every add into a dict made checking all checkpoints cost as much as
+        the rest of log-sanity); others go through the full reader."""
+        ck = self._checkpoints.get(version)
+        if ck is None or ck.failed is not None:
+            return None
+        if ck.actions is None and ck.source is None and ck.kind in ("classic", "multipart") \
+                and self._store is not None and all(n.endswith(".parquet") for n in ck.files):
+            try:
+                paths: set[str] = set()
+                actions: list[dict] = []
+                for name in ck.files:
+                    f = pq.ParquetFile(pa.BufferReader(self._store.read_rel(f"{LOG_DIR}/{name}")))
+                    cols = [c for c in ("add", "metaData", "protocol", "sidecar") if c in f.schema_arrow.names]
+                    t = f.read(columns=cols)
+                    if "sidecar" in cols and t["sidecar"].null_count < len(t):
+                        raise _NeedFullRead()
+                    if "add" in cols:
+                        paths.update(p for p in pc.struct_field(t["add"], "path").to_pylist() if p is not None)
+                    for kind in ("metaData", "protocol"):
+                        if kind in cols:
+                            col = t[kind].filter(t[kind].is_valid())
+                            actions += _table_actions(pa.table({kind: col}))
+                return paths, actions
+            except _NeedFullRead:
+                pass
+            except Exception:  # noqa: BLE001 - the full reader records why
+                pass
+        actions = self._checkpoint_actions(version)
+        if actions is None:
+            return None
+        return {a["add"]["path"] for a in actions if "add" in a}, actions
 
     def _at_json(self, version: int, json_versions: list[int], kind: str) -> dict | None:
         i = bisect.bisect_right(json_versions, version) - 1
