@@ -102,17 +102,17 @@ class Run:
         self.write_events(events)
 
 
-def _multi_row_append(run: Run) -> tuple[dict, int]:
+def _multi_row_append(run: Run, f: str = "append") -> tuple[dict, int]:
     """An acknowledged append of two or more rows, and its commit."""
-    for done in reversed(run.ok_ops("append")):
+    for done in reversed(run.ok_ops(f)):
         inv = next(e for e in run.events() if e["type"] == "invoke" and e["id"] == done["id"])
         if len(inv["value"]["ids"]) >= 2:
             return done, run.commit_of(done["id"])
     raise LookupError("no multi-row append")
 
 
-def _last_append(run: Run) -> tuple[dict, int]:
-    done = run.ok_ops("append")[-1]
+def _last_append(run: Run, f: str = "append") -> tuple[dict, int]:
+    done = run.ok_ops(f)[-1]
     return done, run.commit_of(done["id"])
 
 
@@ -405,6 +405,115 @@ def plant_compaction_duplicated_rows(run: Run) -> None:
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), run.root / "table" / add["path"])
 
 
+# -- plants: list-append --------------------------------------------------------------
+
+
+def _last_of_its_key(run: Run) -> tuple[dict, int, dict]:
+    from harness.deltalog import read_log
+
+    log = read_log(str(run.root / "table"))
+    final = log.rows_at(log.latest_version, columns=["k", "pos", "writer"]).to_pylist()
+    top = {}
+    for r in final:
+        if r["k"] not in top or r["pos"] > top[r["k"]]["pos"]:
+            top[r["k"]] = r
+    for done in reversed(run.ok_ops("append")):
+        v = run.commit_of(done["id"])
+        for row in run.data(run.adds(v)[0]).to_pylist():
+            t = top.get(row["k"])
+            if row["writer"] == done["id"] and t and t["writer"] == done["id"] and row["pos"] > 1:
+                return done, v, row
+    raise LookupError("no append that is the last of its list")
+
+
+def _rewrite_element(run: Run, v: int, element_id: int, **changes: Any) -> None:
+    add = run.adds(v)[0]
+    table = run.data(add)
+    rows = [{**r, **changes} if r["id"] == element_id else r for r in table.to_pylist()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), run.root / "table" / add["path"])
+
+
+def plant_duplicate_position(run: Run) -> None:
+    # Two appends that read the same prefix both committed: a second element
+    # at one (key, pos), from a commit of another acknowledged op.
+    # The twin's writer wrote nothing else, so what it read is one snapshot
+    # (another op's elements elsewhere would add a non-snapshot-read).
+    done, v, row = _last_of_its_key(run)
+    table = run.data(run.adds(v)[0])
+    twin = {**row, "id": row["id"] + 7_000_000_000_000, "writer": "9.999"}
+    run.append_commit([{"add": run.write_data(pa.Table.from_pylist([twin], schema=table.schema))}])
+
+
+def plant_list_gap(run: Run) -> None:
+    # The last element of a list one position too far: a position skipped.
+    _, v, row = _last_of_its_key(run)
+    _rewrite_element(run, v, row["id"], pos=row["pos"] + 1)
+
+
+def plant_broken_link(run: Run) -> None:
+    # An element that names, as the list's last writer, one that was not.
+    _, v, row = _last_of_its_key(run)
+    _rewrite_element(run, v, row["id"], prev_writer="9.999")
+
+
+def plant_incompatible_order(run: Run) -> None:
+    # A read that saw a list's third element without its second: no
+    # committed version holds that list.
+    for read in reversed(run.ok_ops("read")):
+        lists = [list(x) for x in read["value"].get("lists") or []]
+        for i, (k, elems) in enumerate(lists):
+            if len(elems) >= 3:
+                lists[i] = [k, [e for j, e in enumerate(elems) if j != 1]]
+                run.edit_event(read["index"], value={**read["value"], "lists": lists})
+                return
+    raise LookupError("no read of a list of three elements")
+
+
+# -- plants: app-txn and partitioned ----------------------------------------------------
+
+
+def plant_app_lost_write(run: Run) -> None:
+    # An idempotent write acknowledged as applied whose commit another
+    # writer's PUT replaced.
+    _, v = _last_append(run, "write")
+    run.write_actions(v, [{"commitInfo": {"timestamp": 1, "operation": "WRITE", "operationParameters": {}}}])
+
+
+def plant_app_lost_rows(run: Run) -> None:
+    _, v = _multi_row_append(run, "write")
+    add = run.adds(v)[0]
+    run.append_commit([{"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}}])
+
+
+def plant_app_duplicate_application(run: Run) -> None:
+    # A retried idempotent write applied again: its (app, version) twice.
+    done, v = _multi_row_append(run, "write")
+    run.append_commit([{"add": run.write_data(run.data(run.adds(v)[0]))}], op_id=done["id"])
+
+
+def plant_foreign_partition_rewrite(run: Run) -> None:
+    # An op's commit that also rewrote a file of a partition it never named.
+    from harness.deltalog import read_log
+
+    log = read_log(str(run.root / "table"))
+    v = log.latest_version
+    acts = run.actions(v)
+    op = next(a["commitInfo"]["dj.op"] for a in acts if "commitInfo" in a)
+    own = {tuple(sorted(a["add"]["partitionValues"].items())) for a in acts if "add" in a}
+    adds = {a["path"]: a for c in log.commits.values() for a in c.adds}
+    path = next(p for p in sorted(log.live_files(v - 1))
+                if tuple(sorted(adds[p]["partitionValues"].items())) not in own)
+    old = adds[path]
+    table = pq.read_table(run.root / "table" / path)
+    new = run.write_data(table.drop_columns([c for c in old["partitionValues"] if c in table.column_names]))
+    dest = run.root / "table" / path.rsplit("/", 1)[0] / new["path"]
+    (run.root / "table" / new["path"]).rename(dest)
+    new = {**new, "path": f"{path.rsplit('/', 1)[0]}/{new['path']}", "partitionValues": old["partitionValues"]}
+    run.write_actions(v, acts + [{"remove": {"path": path, "deletionTimestamp": 1, "dataChange": True,
+                                             "partitionValues": old["partitionValues"]}}, {"add": new}])
+    assert op
+
+
 @dataclass(frozen=True)
 class Plant:
     checker: str
@@ -448,6 +557,20 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("exception-classes", "conflict-unclassified", plant_conflict_unclassified),
         Plant("exception-classes", "wrong-conflict-class", plant_wrong_conflict_class),
     ),
+    "list-append": (
+        Plant("list-append", "duplicate-position", plant_duplicate_position),
+        Plant("list-append", "list-gap", plant_list_gap),
+        Plant("list-append", "broken-link", plant_broken_link),
+        Plant("list-append", "incompatible-order", plant_incompatible_order),
+    ),
+    "app-txn": (
+        Plant("app-txn", "lost-write", plant_app_lost_write),
+        Plant("app-txn", "lost-rows", plant_app_lost_rows),
+        Plant("app-txn", "duplicate-application", plant_app_duplicate_application),
+    ),
+    "partitioned": (
+        Plant("partition-conflicts", "foreign-partition-rewrite", plant_foreign_partition_rewrite),
+    ),
     "upsert": (
         Plant("unique-key", "duplicate-key", plant_duplicate_key),
     ),
@@ -458,7 +581,9 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("compaction", "compaction-duplicated-rows", plant_compaction_duplicated_rows),
     ),
 }
-CONCURRENCY = {"compaction": 1}
+# partitioned: one client, since delta-rs refuses writes on disjoint
+# partitions (a README finding, P1) and the untouched run must be valid.
+CONCURRENCY = {"compaction": 1, "partitioned": 1}
 
 
 def _make_run(workload: str, results: Path) -> Path:
