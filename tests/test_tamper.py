@@ -514,6 +514,52 @@ def plant_foreign_partition_rewrite(run: Run) -> None:
     assert op
 
 
+# -- plants: metadata ---------------------------------------------------------------------
+
+
+def plant_commit_after_metadata_change(run: Run) -> None:
+    # The write right after a column was added read the version before it,
+    # and still committed.
+    for done in run.ok_ops("add-column"):
+        m = run.commit_of(done["id"])
+        if m + 1 in run.versions() and not any("metaData" in a for a in run.actions(m + 1)):
+            acts = run.actions(m + 1)
+            for a in acts:
+                if "commitInfo" in a:
+                    a["commitInfo"]["readVersion"] = m - 1
+            run.write_actions(m + 1, acts)
+            op = next(a["commitInfo"].get("dj.op") for a in acts if "commitInfo" in a)
+            for e in run.events():
+                if e["id"] == op and e["type"] == "ok" and isinstance(e.get("value"), dict) \
+                        and "read_version" in e["value"]:
+                    run.edit_event(e["index"], value={**e["value"], "read_version": m - 1})
+            return
+    raise LookupError("no write right after a column add")
+
+
+def plant_lost_metadata_update(run: Run) -> None:
+    # A later metadata commit written from a stale schema: an acknowledged
+    # column is gone from the table's final metadata.
+    done = run.ok_ops("add-column")[0]
+    column = done["value"]["columns"][0][0]
+    last = run.versions()[-1]
+    meta = next(a for v in reversed(run.versions()) for a in run.actions(v) if "metaData" in a)
+    schema = json.loads(meta["metaData"]["schemaString"])
+    schema["fields"] = [f for f in schema["fields"] if f["name"] != column]
+    meta = {"metaData": {**meta["metaData"], "schemaString": json.dumps(schema)}}
+    v = run.append_commit([meta])
+    acts = run.actions(v)
+    acts[0]["commitInfo"].update({"operation": "SET TBLPROPERTIES", "readVersion": last})
+    run.write_actions(v, acts)
+
+
+def plant_metadata_failed_but_committed(run: Run) -> None:
+    done = run.ok_ops("add-column")[-1]
+    run.edit_event(done["index"], type="fail", version=None, error={
+        "class": "MetadataChangedException", "claim": "E4",
+        "raw": "CommitFailedError: Metadata changed since last commit."})
+
+
 @dataclass(frozen=True)
 class Plant:
     checker: str
@@ -570,6 +616,11 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     ),
     "partitioned": (
         Plant("partition-conflicts", "foreign-partition-rewrite", plant_foreign_partition_rewrite),
+    ),
+    "metadata": (
+        Plant("metadata-conflicts", "commit-after-metadata-change", plant_commit_after_metadata_change),
+        Plant("metadata-conflicts", "lost-metadata-update", plant_lost_metadata_update),
+        Plant("metadata-conflicts", "failed-but-committed", plant_metadata_failed_but_committed),
     ),
     "upsert": (
         Plant("unique-key", "duplicate-key", plant_duplicate_key),
