@@ -29,9 +29,25 @@ SAMPLE = [
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> list[list[CellResult]]:
+def sample_run(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("conformance-delta-spark")
-    return [run_cells("delta-spark", SAMPLE, root / f"r{i}", timeout=180) for i in range(3)]
+    scratch = root / "tmp"
+    scratch.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(scratch))  # the workers' JVM scratch dirs go here
+        results = [run_cells("delta-spark", SAMPLE, root / f"r{i}", timeout=180) for i in range(3)]
+    return {"results": results, "scratch_left": sorted(p.name for p in scratch.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def sample(sample_run) -> list[list[CellResult]]:
+    return sample_run["results"]
+
+
+def test_workers_stop_their_nodes_and_leave_no_scratch(sample_run):
+    # At the end of input a worker closes its backend: each JVM stops and
+    # its scratch dir goes (a worker stopped by signal left them behind).
+    assert [n for n in sample_run["scratch_left"] if n.startswith("dj-")] == []
 
 
 def test_cells_are_controlled_and_deterministic(sample):

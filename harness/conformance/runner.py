@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import queue
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -34,6 +35,9 @@ CELL_TIMEOUT_S = 90.0
 # Starting a backend (moto, the proxy, two JVMs and their warm-up) is not
 # part of any cell's time.
 WORKER_START_TIMEOUT_S = 600.0
+# A worker's backend stops its nodes at the end (delta-spark JVMs get 10 s
+# each, one after the other).
+FINISH_TIMEOUT_S = 60.0
 ENGINES = ("delta-spark", "delta-rs", "sail")  # engines with a conformance backend
 
 
@@ -240,6 +244,18 @@ class CellWorker:
             self.proc.stop(grace=2.0)
             self.proc = None
 
+    def finish(self, timeout: float = FINISH_TIMEOUT_S) -> None:
+        """End of input: the worker closes its backend (its nodes stop and
+        remove their scratch dirs) and exits; stop() only if it does not."""
+        p = self.proc.proc if self.proc is not None else None
+        if p is not None and p.poll() is None and p.stdin is not None:
+            try:
+                p.stdin.close()
+                p.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.stop()
+
 
 def _error_obs(text: str, timeout: bool = False) -> Observation:
     cls = ErrorClass.TIMEOUT.value if timeout else ErrorClass.CRASH.value
@@ -288,7 +304,7 @@ def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CEL
                     if progress:
                         progress(results[i])
         finally:
-            worker.stop()
+            worker.finish()
 
     if jobs == 1:
         job(root)
