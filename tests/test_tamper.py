@@ -102,18 +102,31 @@ class Run:
         self.write_events(events)
 
 
+def _committed(run: Run, f: str) -> list[tuple[dict, int]]:
+    """Acknowledged ops of kind f that have a commit, newest first (an
+    idempotent write the engine skipped has none)."""
+    out = []
+    for done in reversed(run.ok_ops(f)):
+        if (done.get("value") or {}).get("skipped"):
+            continue
+        try:
+            out.append((done, run.commit_of(done["id"])))
+        except LookupError:
+            continue
+    return out
+
+
 def _multi_row_append(run: Run, f: str = "append") -> tuple[dict, int]:
     """An acknowledged append of two or more rows, and its commit."""
-    for done in reversed(run.ok_ops(f)):
+    for done, v in _committed(run, f):
         inv = next(e for e in run.events() if e["type"] == "invoke" and e["id"] == done["id"])
         if len(inv["value"]["ids"]) >= 2:
-            return done, run.commit_of(done["id"])
+            return done, v
     raise LookupError("no multi-row append")
 
 
 def _last_append(run: Run, f: str = "append") -> tuple[dict, int]:
-    done = run.ok_ops(f)[-1]
-    return done, run.commit_of(done["id"])
+    return _committed(run, f)[0]
 
 
 def _ids_at(run: Run, version: int) -> list[int]:
@@ -309,8 +322,8 @@ def _rewrite_rows(run: Run, v: int, writer: str, column: str, value: Callable[[A
 
 def plant_wrong_total(run: Run) -> None:
     # A transfer that credited one unit more than it debited.
-    done = run.ok_ops("transfer")[-1]
-    _rewrite_rows(run, run.commit_of(done["id"]), done["id"], "balance", lambda b: b + 1)
+    done, v = _committed(run, "transfer")[0]
+    _rewrite_rows(run, v, done["id"], "balance", lambda b: b + 1)
 
 
 def plant_read_wrong_total(run: Run) -> None:
@@ -331,14 +344,13 @@ def plant_load_never_visible(run: Run) -> None:
 def plant_lost_update(run: Run) -> None:
     # A register write that read the state before the write it replaced:
     # both read the same version, both committed (G-single, a lost update).
-    writes = {e["id"]: e for e in run.ok_ops("write")}
-    for w_id in reversed(list(writes)):
-        v = run.commit_of(w_id)
+    committed = {done["id"]: v for done, v in _committed(run, "write")}
+    for w_id, v in committed.items():
         row = next(r for r in run.data(run.adds(v)[0]).to_pylist() if r["writer"] == w_id)
         p = row["prev_writer"]
-        if p not in writes:
+        if p not in committed:
             continue
-        pv = run.commit_of(p)
+        pv = committed[p]
         prow = next(r for r in run.data(run.adds(pv)[0]).to_pylist() if r["writer"] == p)
         _rewrite_rows(run, v, w_id, "prev_writer", lambda _: prow["prev_writer"])
         acts = run.actions(v)
@@ -369,9 +381,9 @@ def plant_aborted_read(run: Run) -> None:
     # A committed write that read (replaced) the value of a write that
     # failed: an aborted read (G1a).
     failed = {e["value"]["key"]: e["id"] for e in run.events() if e["type"] == "fail" and e["f"] == "write"}
-    for done in reversed(run.ok_ops("write")):
+    for done, v in _committed(run, "write"):
         if done["value"]["key"] in failed:
-            _rewrite_rows(run, run.commit_of(done["id"]), done["id"], "prev_writer",
+            _rewrite_rows(run, v, done["id"], "prev_writer",
                           lambda _: failed[done["value"]["key"]])
             return
     raise LookupError("no committed write of a key another write failed on")
@@ -379,8 +391,7 @@ def plant_aborted_read(run: Run) -> None:
 
 def plant_duplicate_key(run: Run) -> None:
     # A second live row for a key: a MERGE that inserted a key already there.
-    done = run.ok_ops("merge")[-1]
-    v = run.commit_of(done["id"])
+    done, v = _committed(run, "merge")[0]
     table = run.data(run.adds(v)[0])
     row = next(r for r in table.to_pylist() if r["writer"] == done["id"])
     row = {**row, "id": row["id"] + 7_000_000_000_000}
@@ -417,8 +428,7 @@ def _last_of_its_key(run: Run) -> tuple[dict, int, dict]:
     for r in final:
         if r["k"] not in top or r["pos"] > top[r["k"]]["pos"]:
             top[r["k"]] = r
-    for done in reversed(run.ok_ops("append")):
-        v = run.commit_of(done["id"])
+    for done, v in _committed(run, "append"):
         for row in run.data(run.adds(v)[0]).to_pylist():
             t = top.get(row["k"])
             if row["writer"] == done["id"] and t and t["writer"] == done["id"] and row["pos"] > 1:
@@ -520,8 +530,7 @@ def plant_foreign_partition_rewrite(run: Run) -> None:
 def plant_commit_after_metadata_change(run: Run) -> None:
     # The write right after a column was added read the version before it,
     # and still committed.
-    for done in run.ok_ops("add-column"):
-        m = run.commit_of(done["id"])
+    for done, m in reversed(_committed(run, "add-column")):
         if m + 1 in run.versions() and not any("metaData" in a for a in run.actions(m + 1)):
             acts = run.actions(m + 1)
             for a in acts:
