@@ -1,0 +1,44 @@
+"""Run folders written before issue 12's restructuring still check with the
+same verdicts: five small delta-rs runs (four workloads, and one append run
+with a planted lost write) recorded by the code as it stood, checked by the
+code as it stands. Paths inside them are placeholders (`/RUN-ROOT/`): `check`
+needs only the folder."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.checking import check_run
+
+ARCHIVE = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
+
+# run folder -> (verdict, {checker: sorted anomaly kinds}) as recorded.
+EXPECTED = {
+    "append-delta-rs_20261123T214003": ("valid", {}),
+    # A read that had seen the replaced commit now saw a state the log lacks.
+    "append-delta-rs_lost-write": ("invalid", {"durability": ["lost-write"],
+                                               "read-validity": ["state-never-existed"]}),
+    "bank-delta-rs_20261123T214011": ("valid", {}),
+    "list-append-delta-rs_20261123T214009": ("valid", {}),
+    "register-delta-rs_20261123T214006": ("valid", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("stored")
+    with tarfile.open(ARCHIVE) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_stored_run_checks_as_recorded(runs: Path, name: str) -> None:
+    report = check_run(runs / name, write=False)
+    verdict, kinds = EXPECTED[name]
+    got = {r.checker: sorted({a.kind for a in r.anomalies}) for r in report.results if r.anomalies}
+    assert (report.verdict.value, got) == (verdict, kinds), [
+        (r.checker, r.verdict.value, r.explanation[:200]) for r in report.results if r.verdict.value != "valid"]
