@@ -7,6 +7,7 @@ Exit codes: 0 valid, 1 invalid, 2 bad input or harness error, 3 unknown,
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
@@ -381,5 +382,24 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
+def entry() -> None:
+    """The console script: main(), then the exit code and nothing else.
+
+    Python's exit handlers (children stopped, reader pool closed) run here;
+    the interpreter's own teardown is skipped, because a native thread of a
+    library (grpc, arrow) being destroyed there once aborted a finished run
+    ("terminate called without an active exception", exit -6) after its
+    verdict was written: a harness fault that no exit code may carry.
+    """
+    code = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code if isinstance(code, int) else EXIT_BAD_INPUT)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
