@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import RowLife, expected_ids, fmt_ids, table_facts, writes
@@ -29,34 +30,31 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             if a.removed is None or a.removed > b.added:
                 dup_rows.append((rid, a, b))
                 break
-    # Rows that two full applications of one op put in twice are that op's
-    # duplicate-application below, not a duplicate-row each.
-    reapplied = {}
+    # An op whose full set of rows was committed at more than one version.
+    reapplied: list[tuple[Any, set, list[int]]] = []
     for op in writes(history):
-        per_version = facts.writer_rows.get(op.id, {})
         want = set(expected_ids(op))
-        if want and sum(1 for ids in per_version.values() if set(ids) == want) > 1:
-            reapplied[op.id] = want
+        full = sorted(v for v, ids in facts.writer_rows.get(op.id, {}).items() if want and set(ids) == want)
+        if len(full) > 1:
+            reapplied.append((op, want, full))
+    # The rows such an op put in twice are its duplicate-application below,
+    # not a duplicate-row each.
+    reapplied_rows = {op.id: want for op, want, _ in reapplied}
     dup_rows = [(rid, a, b) for rid, a, b in dup_rows
-                if not (a.writer == b.writer and rid in reapplied.get(str(a.writer), ()))]
+                if not (a.writer == b.writer and rid in reapplied_rows.get(str(a.writer), ()))]
     for rid, a, b in dup_rows[:1000]:
         anomalies.append(Anomaly(
             "duplicate-row", None,
             f"Row id {rid} is in the table twice from version {b.added} on: added at version {a.added} "
             f"(writer {a.writer}) and again at version {b.added} (writer {b.writer}).",
             ops=sorted({str(a.writer), str(b.writer)}), versions=[a.added, b.added], rows=[rid]))
-    applied_twice = []
-    for op in writes(history):
-        per_version = facts.writer_rows.get(op.id, {})
-        want = set(expected_ids(op))
-        full = sorted(v for v, ids in per_version.items() if want and set(ids) == want)
-        if len(full) > 1:
-            applied_twice.append(op.id)
-            anomalies.append(Anomaly(
-                "duplicate-application", None,
-                f"Op {op.id} ({op.type}) was applied {len(full)} times: all its rows ({fmt_ids(sorted(want))}) were "
-                f"committed at versions {', '.join(map(str, full))}.",
-                ops=[op.id], versions=full, rows=sorted(want)))
+    applied_twice = [op.id for op, _, _ in reapplied]
+    for op, want, full in reapplied:
+        anomalies.append(Anomaly(
+            "duplicate-application", None,
+            f"Op {op.id} ({op.type}) was applied {len(full)} times: all its rows ({fmt_ids(sorted(want))}) were "
+            f"committed at versions {', '.join(map(str, full))}.",
+            ops=[op.id], versions=full, rows=sorted(want)))
     seen: dict[str, int] = {}
     for v, op_id in sorted(facts.commit_ops.items()):
         if op_id in seen and op_id not in applied_twice and op_id != "setup":

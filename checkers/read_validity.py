@@ -126,15 +126,15 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         when = f"read {r.id} (process {r.process}, {len(ids)} rows, window versions {lo}..{hi})"
         # Rows no version ever held are state-never-existed below, whatever
         # version the engine named; rows of another version, a mismatch.
-        if r.version is not None and facts.fingerprints.get(r.version) != fp and facts.by_fingerprint.get(fp):
+        named_matches = r.version is not None and facts.fingerprints.get(r.version) == fp
+        if r.version is not None and not named_matches and facts.by_fingerprint.get(fp):
             why, rows = _explain_mismatch(ids, facts, r.version, r.version)
             anomalies.append(Anomaly(
                 "read-version-mismatch", "C12",
                 f"The engine said {when} was of version {r.version}, but the rows differ from that version: {why}.",
                 ops=[r.id], versions=[r.version], rows=rows))
             continue
-        candidates = [r.version] if r.version is not None and facts.fingerprints.get(r.version) == fp \
-            else facts.by_fingerprint.get(fp, [])
+        candidates = [r.version] if named_matches else facts.by_fingerprint.get(fp, [])
         if not candidates:
             if r.version is not None:  # judged against the version the engine named
                 why, rows = _explain_mismatch(ids, facts, r.version, r.version)

@@ -1867,9 +1867,7 @@ class TransactionLog:
                             col = t[kind].filter(t[kind].is_valid())
                             actions += _table_actions(pa.table({kind: col}))
                 return paths, actions
-            except _NeedFullRead:
-                pass
-            except Exception:  # noqa: BLE001 - the full reader records why
+            except Exception:  # noqa: BLE001 - _NeedFullRead, or a failure the full reader records
                 pass
         actions = self._checkpoint_actions(version)
         if actions is None:

@@ -16,6 +16,7 @@ import re
 import shutil
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -167,10 +168,10 @@ def plant_missing_data_file(run: Run) -> None:
     (run.root / "table" / run.adds(v)[0]["path"]).unlink()
 
 
-def plant_lost_write(run: Run) -> None:
+def plant_lost_write(run: Run, f: str = "append") -> None:
     # The engine acknowledged its commit, and another writer's PUT of the
     # same version replaced it (a commit that added nothing).
-    _, v = _last_append(run)
+    _, v = _last_append(run, f)
     run.write_actions(v, [{"commitInfo": {"timestamp": 1, "operation": "WRITE", "operationParameters": {}}}])
 
 
@@ -179,9 +180,9 @@ def plant_wrong_commit_version(run: Run) -> None:
     run.edit_event(done["index"], version=v - 1)
 
 
-def plant_lost_rows(run: Run) -> None:
+def plant_lost_rows(run: Run, f: str = "append") -> None:
     # A later commit removes an acknowledged append's file with no op asking.
-    _, v = _multi_row_append(run)
+    _, v = _multi_row_append(run, f)
     add = run.adds(v)[0]
     run.append_commit([{"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}}])
 
@@ -215,9 +216,9 @@ def plant_duplicate_row(run: Run) -> None:
     run.append_commit([{"add": run.write_data(run.data(run.adds(v)[0]).slice(0, 1))}])
 
 
-def plant_duplicate_application(run: Run) -> None:
+def plant_duplicate_application(run: Run, f: str = "append") -> None:
     # One op applied twice: a retried commit that had landed the first time.
-    done, v = _multi_row_append(run)
+    done, v = _multi_row_append(run, f)
     run.append_commit([{"add": run.write_data(run.data(run.adds(v)[0]))}], op_id=done["id"])
 
 
@@ -243,15 +244,13 @@ def plant_future_read(run: Run) -> None:
     events = run.events()
     invoked = {e["id"]: e["time"] for e in events if e["type"] == "invoke"}
     version_of = {v: run.commit_of_any(v) for v in run.versions()}
-    reads = [e for e in run.ok_ops("read")]
+    reads = run.ok_ops("read")
     for r in reads:
-        r_start = invoked[r["id"]]
         later = [v for v, op in sorted(version_of.items()) if op in invoked and invoked[op] > r["time"]]
         if not later:
             continue
         v = later[0]
-        if all(x["version"] is not None and x["version"] >= v for x in reads if invoked[x["id"]] > r["time"]) \
-                and r_start < r["time"]:
+        if all(x["version"] is not None and x["version"] >= v for x in reads if invoked[x["id"]] > r["time"]):
             run.edit_event(r["index"], value={**r["value"], "ids": _ids_at(run, v)}, version=v)
             return
     raise LookupError("no read to make a future read of")
@@ -479,26 +478,7 @@ def plant_incompatible_order(run: Run) -> None:
     raise LookupError("no read of a list of three elements")
 
 
-# -- plants: app-txn and partitioned ----------------------------------------------------
-
-
-def plant_app_lost_write(run: Run) -> None:
-    # An idempotent write acknowledged as applied whose commit another
-    # writer's PUT replaced.
-    _, v = _last_append(run, "write")
-    run.write_actions(v, [{"commitInfo": {"timestamp": 1, "operation": "WRITE", "operationParameters": {}}}])
-
-
-def plant_app_lost_rows(run: Run) -> None:
-    _, v = _multi_row_append(run, "write")
-    add = run.adds(v)[0]
-    run.append_commit([{"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}}])
-
-
-def plant_app_duplicate_application(run: Run) -> None:
-    # A retried idempotent write applied again: its (app, version) twice.
-    done, v = _multi_row_append(run, "write")
-    run.append_commit([{"add": run.write_data(run.data(run.adds(v)[0]))}], op_id=done["id"])
+# -- plants: partitioned ----------------------------------------------------
 
 
 def plant_foreign_partition_rewrite(run: Run) -> None:
@@ -508,7 +488,6 @@ def plant_foreign_partition_rewrite(run: Run) -> None:
     log = read_log(str(run.root / "table"))
     v = log.latest_version
     acts = run.actions(v)
-    op = next(a["commitInfo"]["dj.op"] for a in acts if "commitInfo" in a)
     own = {tuple(sorted(a["add"]["partitionValues"].items())) for a in acts if "add" in a}
     adds = {a["path"]: a for c in log.commits.values() for a in c.adds}
     path = next(p for p in sorted(log.live_files(v - 1))
@@ -521,7 +500,6 @@ def plant_foreign_partition_rewrite(run: Run) -> None:
     new = {**new, "path": f"{path.rsplit('/', 1)[0]}/{new['path']}", "partitionValues": old["partitionValues"]}
     run.write_actions(v, acts + [{"remove": {"path": path, "deletionTimestamp": 1, "dataChange": True,
                                              "partitionValues": old["partitionValues"]}}, {"add": new}])
-    assert op
 
 
 # -- plants: metadata ---------------------------------------------------------------------
@@ -619,9 +597,11 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("list-append", "incompatible-order", plant_incompatible_order),
     ),
     "app-txn": (
-        Plant("app-txn", "lost-write", plant_app_lost_write),
-        Plant("app-txn", "lost-rows", plant_app_lost_rows),
-        Plant("app-txn", "duplicate-application", plant_app_duplicate_application),
+        # An idempotent write: acknowledged, then its commit replaced; its
+        # file removed later; retried and applied again.
+        Plant("app-txn", "lost-write", partial(plant_lost_write, f="write")),
+        Plant("app-txn", "lost-rows", partial(plant_lost_rows, f="write")),
+        Plant("app-txn", "duplicate-application", partial(plant_duplicate_application, f="write")),
     ),
     "partitioned": (
         Plant("partition-conflicts", "foreign-partition-rewrite", plant_foreign_partition_rewrite),
