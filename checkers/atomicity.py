@@ -15,7 +15,7 @@ from __future__ import annotations
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import expected_ids, fmt_ids, table_facts, writes
 from harness.deltalog import TransactionLog
-from harness.history import FAIL, INFO, History, Op
+from harness.core.history import FAIL, INFO, History, Op
 
 NAME = "atomicity"
 

@@ -10,7 +10,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import table_facts
 from harness.deltalog import TransactionLog
-from harness.history import OK, History
+from harness.core.history import OK, History
 
 NAME = "bank"
 

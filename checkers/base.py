@@ -1,7 +1,7 @@
 """What a checker is: a pure function of (history, transaction log) -> result.
 
 Checkers never import an engine. They see the recorded history
-(:mod:`harness.history`) and the table's own log (:mod:`harness.deltalog`).
+(:mod:`harness.core.history`) and the table's own log (:mod:`harness.deltalog`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Any, Callable, Protocol
 
 from harness.deltalog import TransactionLog
-from harness.history import History
+from harness.core.history import History
 
 
 class Verdict(str, Enum):

@@ -23,7 +23,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import commit_op_id, table_facts
 from harness.deltalog import Commit, TransactionLog
-from harness.history import History
+from harness.core.history import History
 
 NAME = "compaction"
 

@@ -3,7 +3,7 @@ same table at an empty path at once; one must win and the others fail.
 
 Evidence per round: the create/append/read ops of the history (grouped by
 their `table`, e.g. "races/r3") and that table's own log, which
-harness.checking loads into ``log.related``. Commits name their op through
+harness.check.pipeline loads into ``log.related``. Commits name their op through
 commitInfo (`dj.op` for delta-rs, `userMetadata` for Spark writers).
 
 Safety anomalies: a round's log that is not one sane table history
@@ -32,7 +32,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.log_sanity import _BROKEN as BROKEN_LOG_PROBLEMS
 from harness.deltalog import Commit, TransactionLog
-from harness.history import FAIL, OK, ErrorClass, History, Op
+from harness.core.history import FAIL, OK, ErrorClass, History, Op
 
 NAME = "create-race"
 CREATE, APPEND, READ = "create", "append", "read"

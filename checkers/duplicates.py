@@ -9,7 +9,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import RowLife, expected_ids, fmt_ids, table_facts, writes
 from harness.deltalog import TransactionLog
-from harness.history import History
+from harness.core.history import History
 
 NAME = "duplicates"
 

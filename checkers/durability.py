@@ -7,7 +7,7 @@ from __future__ import annotations
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import INSERT_ONLY, expected_ids, fmt_ids, table_facts, writes
 from harness.deltalog import TransactionLog
-from harness.history import OK, History
+from harness.core.history import OK, History
 
 NAME = "durability"
 # commitInfo.operation of commits that remove rows on purpose.

@@ -30,7 +30,7 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import INSERT_ONLY
 from checkers.row_columns import declared_table
 from harness.deltalog import TransactionLog
-from harness.history import ErrorClass, History, Op
+from harness.core.history import ErrorClass, History, Op
 
 NAME = "exception-classes"
 CREATES = frozenset({"create", "create-table"})

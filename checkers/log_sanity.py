@@ -8,7 +8,7 @@ from __future__ import annotations
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import table_facts
 from harness.deltalog import TransactionLog
-from harness.history import History
+from harness.core.history import History
 
 NAME = "log-sanity"
 # Problems that mean the log itself is broken, not that we can't read a part.

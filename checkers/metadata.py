@@ -32,7 +32,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import commit_op_id, table_facts
 from harness.deltalog import TransactionLog
-from harness.history import FAIL, OK, ErrorClass, History, Op
+from harness.core.history import FAIL, OK, ErrorClass, History, Op
 
 NAME = "metadata-conflicts"
 

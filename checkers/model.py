@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from harness.deltalog import TransactionLog
-from harness.history import OK, History, Op
+from harness.core.history import OK, History, Op
 
 _MASK = (1 << 64) - 1
 
@@ -182,7 +182,7 @@ def _replay(log: TransactionLog) -> TableFacts:
         for add in adds:
             # An unreadable file reads as no rows; the reader records why
             # (log.problems), and the run's check turns what that hides into
-            # unknown (harness.checking).
+            # unknown (harness.check.pipeline).
             rows = log.add_rows(add)
             ids = column_values(rows, "id") or []
             writers = column_values(rows, "writer") if ids else None

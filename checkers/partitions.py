@@ -29,7 +29,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import table_facts
 from harness.deltalog import TransactionLog
-from harness.history import FAIL, INFO, OK, History, Op
+from harness.core.history import FAIL, INFO, OK, History, Op
 
 NAME = "partition-conflicts"
 LITERAL = "literal"

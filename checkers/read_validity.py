@@ -18,7 +18,7 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import Fingerprint, TableFacts, fmt_ids, reads, table_facts
 from harness.deltalog import TransactionLog
-from harness.history import OK, History, Op
+from harness.core.history import OK, History, Op
 
 NAME = "read-validity"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from checkers.model import column_values
 from harness.deltalog import TransactionLog
-from harness.history import History
+from harness.core.history import History
 
 
 def row_columns(log: TransactionLog, columns: list[str]) -> dict[Any, tuple]:

@@ -23,9 +23,10 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import column_values, commit_op_id
 from checkers.txn_graph import TxnAnalysis, analyze
-from checkers.txn_model import INITIAL, LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory, Write
+from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
+from harness.core.isolation import LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE
 from harness.deltalog import TransactionLog
-from harness.history import FAIL, History, Op
+from harness.core.history import FAIL, History, Op
 
 NAME = "serializability"
 

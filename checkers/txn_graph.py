@@ -36,7 +36,8 @@ from typing import Any, Iterable, Iterator
 
 import networkx as nx
 
-from checkers.txn_model import INITIAL, SERIALIZABLE, WRITE_SERIALIZABLE, Predicate, RowRef, Txn, TxnHistory
+from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 
 WW, WR, RW, PRW, CO = "ww", "wr", "rw", "rw-predicate", "co"
 ANTI = (RW, PRW)

@@ -16,12 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Hashable
 
+from harness.core.isolation import LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE
+
 Key = Hashable
 INITIAL = "<initial>"
-
-SERIALIZABLE = "Serializable"
-WRITE_SERIALIZABLE = "WriteSerializable"
-LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,9 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import RowLife, table_facts
 from checkers.row_columns import declared_table, row_columns
 from checkers.serializability import default_isolation
-from checkers.txn_model import LEVELS, WRITE_SERIALIZABLE
+from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 from harness.deltalog import TransactionLog
-from harness.history import History
+from harness.core.history import History
 
 NAME = "unique-key"
 

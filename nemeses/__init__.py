@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 from nemeses.base import Nemesis
 
 # name -> "module:Class"

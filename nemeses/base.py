@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.s3proxy_client import S3ProxyClient
+from harness.s3proxy.client import S3ProxyClient
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class ClientProc:
 
 
 class Cluster(Protocol):
-    """What the nemeses may do to a run. Implemented by nemeses.cluster.RunCluster."""
+    """What the nemeses may do to a run. Implemented by harness.run.cluster.RunCluster."""
 
     def nodes(self) -> list[str]: ...
 

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 from nemeses.base import Nemesis, NemesisContext, NemesisError
 
 LIBFAKETIME_PATHS = (

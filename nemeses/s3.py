@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 from nemeses.base import Nemesis, NemesisContext, NemesisError
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from harness.history import INFO, INVOKE, OK
+from harness.core.history import INFO, INVOKE, OK
 from nemeses.base import Nemesis, NemesisContext
 
 PROCESS = "nemesis"

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from harness.history import OK
+from harness.core.history import OK
 from tests.synth import SynthRun, add_action, remove_action
 
 TYPES = {"id": pa.int64(), "k": pa.int64(), "pos": pa.int64(), "v": pa.int64(),

@@ -2,7 +2,7 @@
 
 A :class:`SynthRun` records history events with explicit times and builds the
 history by serialising them to JSON lines and loading them with the real
-:func:`harness.history.parse_lines`, so the loader is exercised too. It also
+:func:`harness.core.history.parse_lines`, so the loader is exercised too. It also
 records commits: version 0 creates the table (protocol + metaData, no rows),
 and each later commit that adds rows adds one data file ``f<v>.parquet`` whose
 pyarrow table has columns ``id`` (int64) and ``writer`` (string). The log is
@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from harness.deltalog import Commit, TransactionLog
-from harness.history import FAIL, INFO, INVOKE, OK, History, parse_lines
+from harness.core.history import FAIL, INFO, INVOKE, OK, History, parse_lines
 
 SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.string())])
 SCHEMA_STRING = json.dumps({

@@ -10,7 +10,7 @@ import pyarrow as pa
 from checkers import bank
 from checkers.base import Verdict
 from harness.deltalog import TransactionLog
-from harness.history import parse_lines
+from harness.core.history import parse_lines
 from tests.synth import add_action, create_actions, remove_action
 
 

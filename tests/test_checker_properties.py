@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from checkers import CHECKERS, atomicity, duplicates, durability, read_validity
 from workloads.append import AppendWorkload
 from checkers.base import Verdict
-from harness.history import FAIL, INFO, OK
+from harness.core.history import FAIL, INFO, OK
 from tests.synth import SynthRun
 
 

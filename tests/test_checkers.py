@@ -13,7 +13,7 @@ from checkers.base import CheckResult, Verdict
 from checkers.model import table_facts
 from workloads.append import AppendWorkload
 from harness.deltalog import Commit, TransactionLog, read_log
-from harness.history import FAIL, INFO, OK, History, load_history, parse_lines
+from harness.core.history import FAIL, INFO, OK, History, load_history, parse_lines
 from tests.synth import SynthRun, create_actions
 
 
@@ -696,7 +696,7 @@ def test_copy_on_write_rewrite_is_not_a_reapplication():
 
 
 def test_summary_counts_error_classes_per_op_and_the_conflict_rate() -> None:
-    from harness.checking import _history_stats, render_summary
+    from harness.check.pipeline import _history_stats, render_summary
     from tests.synth import SynthRun
 
     run = SynthRun()

@@ -11,14 +11,30 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from harness.conformance import cells as C
-from harness.conformance.model import apply, initial_rows, plans, serial_outcomes
-from harness.conformance.runner import check_data, render_markdown, run_cells, select, CellResult
-from harness.conformance.verdict import (AVAILABILITY, COMMITTED, CONFORMS, ERROR, EXCEPTION_CLASS, FAILED, NOOP, SAFETY,
-                                         UNCONTROLLED, UNJUDGED, UNSUPPORTED, V_ERROR, V_UNSUPPORTED, Observation,
-                                         TxnResult, allowed_classes, judge)
-from harness.history import ErrorClass
-from harness.procs import HarnessError
+from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.model import apply, initial_rows, plans, serial_outcomes
+from harness.matrices.conformance.runner import check_data, render_markdown, run_cells, select, CellResult
+from harness.matrices.conformance.verdict import (
+    AVAILABILITY,
+    COMMITTED,
+    CONFORMS,
+    ERROR,
+    EXCEPTION_CLASS,
+    FAILED,
+    NOOP,
+    SAFETY,
+    UNCONTROLLED,
+    UNJUDGED,
+    UNSUPPORTED,
+    V_ERROR,
+    V_UNSUPPORTED,
+    Observation,
+    TxnResult,
+    allowed_classes,
+    judge,
+)
+from harness.core.history import ErrorClass
+from harness.core.errors import HarnessError
 from tests.conftest import run_cli
 
 S, WS = C.SERIALIZABLE, C.WRITE_SERIALIZABLE
@@ -496,7 +512,7 @@ def test_conformance_cli_bad_input(results_dir):
 
 
 def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
-    from harness.conformance.runner import CellWorker, _error_obs
+    from harness.matrices.conformance.runner import CellWorker, _error_obs
 
     w = CellWorker("nosuch-engine", tmp_path)
     try:
@@ -511,7 +527,7 @@ def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
 def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
     """Exit codes as `check`'s: uncontrolled or error cells make 3, never 0;
     a safety deviation makes 1 whatever else (issue 11, item 11)."""
-    from harness.conformance.runner import exit_code
+    from harness.matrices.conformance.runner import exit_code
 
     assert exit_code(Counter({CONFORMS: 5})) == 0
     assert exit_code(Counter({CONFORMS: 5, V_UNSUPPORTED: 2})) == 0
@@ -521,7 +537,7 @@ def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
 
 
 def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: int = 2):
-    from harness.conformance.model import SETUP
+    from harness.matrices.conformance.model import SETUP
     from harness.deltalog import Commit, TransactionLog
 
     conf = {"delta.isolationLevel": table_level} if table_level else {}
@@ -541,8 +557,8 @@ def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: in
 def test_cells_are_judged_at_the_level_the_table_carried():
     """The expectation follows the level in the log (spec C13), not the one
     the cell asked for (issue 11, item 6)."""
-    from harness.conformance.model import SETUP
-    from harness.conformance.runner import carried_level, judged_cell
+    from harness.matrices.conformance.model import SETUP
+    from harness.matrices.conformance.runner import carried_level, judged_cell
 
     v0 = len(SETUP)
     assert carried_level(_level_log(WS, {v0 + 2: S}), S) == (WS, f"delta.isolationLevel at version {v0}")
@@ -574,7 +590,7 @@ def test_a_conforming_outcome_on_a_table_the_checker_could_not_judge_is_unjudged
     assert _judge(M3, _obs(committed, checker_verdict="unknown", data_violation="C15: x")) == SAFETY
     # A conflict where none may happen is a deviation whatever the data.
     assert _judge(M1, _obs(_failed("ConcurrentAppendException"), checker_verdict="unknown")) == AVAILABILITY
-    from harness.conformance.runner import exit_code
+    from harness.matrices.conformance.runner import exit_code
 
     assert exit_code(Counter({CONFORMS: 3, UNJUDGED: 1})) == 3
     md = render_markdown("x", [CellResult(M3, C.expectation(M3), obs, UNJUDGED, why)], 1.0, {})
@@ -585,8 +601,8 @@ def test_an_indeterminate_loser_is_resolved_from_the_log():
     """A loser that timed out but whose commit landed is judged as committed
     (issue 11, item 10): under C16/Serializable that is a safety deviation,
     not an `error`; absent from the log, it stays an error."""
-    from harness.conformance.model import SETUP
-    from harness.conformance.runner import resolve_loser
+    from harness.matrices.conformance.model import SETUP
+    from harness.matrices.conformance.runner import resolve_loser
 
     timed_out = TxnResult(ERROR, "timeout", "deadline exceeded", read_version=len(SETUP))
     obs = _obs(timed_out)
@@ -603,8 +619,8 @@ def test_an_indeterminate_loser_is_resolved_from_the_log():
 def test_sail_versions_are_observed_from_the_log_not_assumed():
     """Sail reports no versions: the backend takes them from the log, and a
     log without the evidence makes the cell uncontrolled (issue 11, item 12)."""
-    from harness.conformance.model import SETUP
-    from harness.conformance.sail_backend import SailBackend
+    from harness.matrices.conformance.model import SETUP
+    from harness.matrices.conformance.sail_backend import SailBackend
     from tests.synth import SynthRun
 
     v0 = len(SETUP)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.conformance import cells as C
-from harness.conformance.runner import CellResult, run_cells
-from harness.conformance.verdict import AVAILABILITY, CONFORMS, UNCONTROLLED, V_ERROR, V_UNSUPPORTED
+from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.runner import CellResult, run_cells
+from harness.matrices.conformance.verdict import AVAILABILITY, CONFORMS, UNCONTROLLED, V_ERROR, V_UNSUPPORTED
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,18 @@ import json
 
 import pytest
 
-from harness.conformance import cells as C
-from harness.conformance.runner import CellResult, run_cells
-from harness.conformance.verdict import (AVAILABILITY, CONFORMS, EXCEPTION_CLASS, SAFETY, UNCONTROLLED, UNJUDGED,
-                                         V_ERROR, V_UNSUPPORTED)
+from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.runner import CellResult, run_cells
+from harness.matrices.conformance.verdict import (
+    AVAILABILITY,
+    CONFORMS,
+    EXCEPTION_CLASS,
+    SAFETY,
+    UNCONTROLLED,
+    UNJUDGED,
+    V_ERROR,
+    V_UNSUPPORTED,
+)
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

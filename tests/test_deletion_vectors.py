@@ -26,7 +26,7 @@ from harness.deltalog import (
     DeletionVectorError, TransactionLog, decode_roaring_bitmap_array, dv_file_path, dv_from_file, dv_positions,
     read_log, z85_decode, z85_encode,
 )
-from harness.history import History
+from harness.core.history import History
 
 MAGIC = 1681511377
 

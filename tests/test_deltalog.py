@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.deltalog import Commit, TransactionLog, copy_table, read_log
-from harness.procs import venv_bin
+from harness.core.procs import venv_bin
 
 MOTO = venv_bin("moto_server")
 BUCKET = "dj-test"

@@ -26,9 +26,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness.deltalog as dl
-from harness.checking import check_run
+from harness.check.pipeline import check_run
 from harness.deltalog import Commit, read_log
-from harness.synth_run import write_run
+from harness.bench.synth_run import write_run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from harness.engines.jars import Versions, resolve
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 from tests.conftest import still_running
 
 PINS = Versions(spark="4.0.5", scala="2.13", hadoop="3.4.1", delta="4.0.1")
@@ -59,7 +59,7 @@ def test_fetched_jars_are_cached_and_a_directory_of_them_works_offline(tmp_path:
 @pytest.fixture(scope="module")
 def local_node(tmp_path_factory):
     from harness.engines.deltaspark import DeltaSparkEngine
-    from harness.storage import LocalStorage
+    from harness.run.storage import LocalStorage
 
     root = tmp_path_factory.mktemp("delta-spark")
     storage = LocalStorage(root / "tables")
@@ -82,7 +82,7 @@ def test_a_node_listens_on_loopback_only(local_node) -> None:
 @pytest.mark.integration
 def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None:
     from harness.engines import make_client
-    from harness.engines.base import Column, TableSpec
+    from harness.core.table import Column, TableSpec
 
     engine, node, storage = local_node
     spec = TableSpec((Column("id", "BIGINT"), Column("writer", "STRING")))
@@ -111,7 +111,7 @@ def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None
 @pytest.mark.integration
 def test_stopping_the_nodes_leaves_no_process_and_no_work_dir(tmp_path: Path) -> None:
     from harness.engines.deltaspark import DeltaSparkEngine
-    from harness.storage import LocalStorage
+    from harness.run.storage import LocalStorage
 
     engine = DeltaSparkEngine()
     nodes = engine.start_nodes(1, LocalStorage(tmp_path / "t"), tmp_path / "logs", 180)
@@ -139,7 +139,7 @@ def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(
     assert doc["verdict"] == "unknown"
     assert {c["verdict"] for c in doc["checkers"]} == {"unknown"}  # none passes vacuously
     assert "delta.isolationLevel must be Serializable" in doc["run"]["refused"]
-    from harness.history import ErrorClass, load_history
+    from harness.core.history import ErrorClass, load_history
 
     done = [e for e in load_history(only_run_dir(tmp_path) / "history.jsonl").events if e.type != "invoke"]
     assert [(e.f, e.type, e.error.cls if e.error else None) for e in done] == [

@@ -37,7 +37,7 @@ from harness.engines.errors import (
     classify_spark,
     classify_spark_text,
 )
-from harness.history import FAIL, INFO, ErrorClass as E
+from harness.core.history import FAIL, INFO, ErrorClass as E
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -366,7 +366,7 @@ def test_deltars_network_errors_are_indeterminate():
 
 
 def _start_sail(workdir: Path, name: str) -> tuple[Any, str]:
-    from harness.procs import ManagedProcess, venv_bin
+    from harness.core.procs import ManagedProcess, venv_bin
 
     try:
         sail = venv_bin("sail")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from checkers import exception_classes
 from checkers.base import Verdict
-from harness.history import FAIL, OK
+from harness.core.history import FAIL, OK
 from tests.synth import SynthRun
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.matrix import _supported
+from harness.matrices.workload import _supported
 from tests.conftest import REPO, run_cli, still_running
 
 

@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from checkers import atomicity
-from harness.history import FAIL, INFO, INVOKE, OK
-from harness.procs import HarnessError
+from harness.core.history import FAIL, INFO, INVOKE, OK
+from harness.core.errors import HarnessError
 from nemeses import NEMESIS_NAMES, PROXY_NEMESES, make_nemeses, parse_nemeses
 from nemeses.base import ClientProc, Nemesis, NemesisContext, NemesisError
 from nemeses.clock import ClockNemesis, libfaketime

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.procs import HarnessError, ManagedProcess, owned_tempdir
+from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess, owned_tempdir
 
 
 def _announcer(port: int, then_sleep: bool) -> list[str]:

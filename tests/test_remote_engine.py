@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
 
 NO_ENV = {"DJ_SPARK_REMOTE": ""}  # a remote in the caller's environment must not leak in
@@ -84,7 +84,7 @@ def test_matrix_and_conformance_leave_spark_connect_out(results_dir: Path) -> No
 def test_nodes_take_the_remotes_round_robin_and_nothing_is_started(tmp_path: Path) -> None:
     from harness.engines import make_client, make_engine
     from harness.engines.spark import DeltaSparkClient
-    from harness.storage import LocalStorage
+    from harness.run.storage import LocalStorage
 
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
     try:
@@ -128,7 +128,7 @@ def test_make_engine_without_remotes_and_refused_storage() -> None:
 
 
 def test_the_repro_command_names_the_remote() -> None:
-    from harness.spec import RunSpec
+    from harness.run.plan import RunSpec
 
     spec = RunSpec(engine="spark-connect", storage="local", spark_remote="sc://h:1,sc://g:2")
     assert "--spark-remote sc://h:1,sc://g:2" in spec.repro_command()
@@ -155,7 +155,7 @@ def _connect_servers(procs) -> set[int]:
 def remote_node(tmp_path_factory):
     """A delta-spark Spark Connect JVM the test starts: the "cluster"."""
     from harness.engines.deltaspark import DeltaSparkEngine
-    from harness.storage import LocalStorage
+    from harness.run.storage import LocalStorage
 
     root = tmp_path_factory.mktemp("remote")
     engine = DeltaSparkEngine()

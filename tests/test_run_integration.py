@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.procs import owned_tempdir
+from harness.core.procs import owned_tempdir
 from tests.conftest import REPO, assert_only_known_findings, load_results, only_run_dir, run_cli, still_running
 
 pytestmark = pytest.mark.integration
@@ -162,7 +162,7 @@ def _worker_pids(pid: int) -> list[int]:
     out = []
     for p in psutil.Process(pid).children(recursive=True):
         try:
-            if "harness.worker" in " ".join(p.cmdline()):
+            if "harness.run.worker_main" in " ".join(p.cmdline()):
                 out.append(p.pid)
         except psutil.NoSuchProcess:
             pass
@@ -229,7 +229,7 @@ def test_external_s3_endpoint_from_the_standard_aws_environment(engine: str, res
     moto_server this test starts, standing in for MinIO)."""
     import boto3
 
-    from harness.procs import ManagedProcess, venv_bin
+    from harness.core.procs import ManagedProcess, venv_bin
 
     server = ManagedProcess("moto", [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"], tmp_path / "moto.log").start()
     try:

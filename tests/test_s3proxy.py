@@ -16,9 +16,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-from harness.procs import HarnessError
-from harness.s3proxy import filter_listing, parse_identity, path_class, request_kind
-from harness.storage import EmbeddedS3, open_storage
+from harness.core.errors import HarnessError
+from harness.s3proxy.server import filter_listing, parse_identity, path_class, request_kind
+from harness.run.storage import EmbeddedS3, open_storage
 from tests.conftest import load_results, only_run_dir, run_cli
 
 LOG = "t/_delta_log/"
@@ -401,7 +401,7 @@ def test_external_s3_through_the_proxy_is_re_signed(tmp_path: Path, monkeypatch:
     secret, which only the proxy's re-signing makes acceptable."""
     import os
 
-    from harness.procs import ManagedProcess, venv_bin
+    from harness.core.procs import ManagedProcess, venv_bin
 
     srv = ManagedProcess("moto", [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"], tmp_path / "moto.log",
                          env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"}).start()
@@ -491,7 +491,7 @@ def test_registered_key_maps_to_node_and_client(s3: EmbeddedS3) -> None:
 
 
 def test_control_client_times_out_on_a_dead_proxy(tmp_path: Path) -> None:
-    from harness.s3proxy_client import S3ProxyClient
+    from harness.s3proxy.client import S3ProxyClient
 
     t = time.monotonic()
     with pytest.raises(HarnessError, match="s3proxy GET"):

@@ -13,8 +13,9 @@ from collections import defaultdict
 
 import pytest
 
-from checkers.txn_model import INITIAL, SERIALIZABLE, WRITE_SERIALIZABLE, TxnHistory
-from harness.simulate import (
+from checkers.txn_model import INITIAL, TxnHistory
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
+from harness.bench.simulate import (
     E1,
     E1_CAVEAT,
     E2,

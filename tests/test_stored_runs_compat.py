@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checking import check_run
+from harness.check.pipeline import check_run
 
 ARCHIVE = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
 

@@ -1,4 +1,4 @@
-"""harness.synth_run: stored run folders written from simulated histories
+"""harness.bench.synth_run: stored run folders written from simulated histories
 must check like real runs: valid when the simulation is correct, invalid with
 the injected anomaly's kind when one is spliced in, and the transactions the
 serializability checker recovers from the log and the parquet files must be
@@ -15,12 +15,13 @@ import pytest
 
 from checkers import serializability
 from checkers.base import Verdict
-from checkers.txn_model import INITIAL, SERIALIZABLE, WRITE_SERIALIZABLE, RowRef, Write
-from harness.checking import check_run
+from checkers.txn_model import INITIAL, RowRef, Write
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
+from harness.check.pipeline import check_run
 from harness.deltalog import read_log
-from harness.history import load_history
-from harness.simulate import EXPECTED
-from harness.synth_run import LOADER, write_run
+from harness.core.history import load_history
+from harness.bench.simulate import EXPECTED
+from harness.bench.synth_run import LOADER, write_run
 from tests.conftest import run_cli
 
 
@@ -67,7 +68,7 @@ def test_generated_run_is_valid_and_recovers_the_simulated_transactions(tmp_path
     assert report.doc["history"]["ok"] == info.committed and report.doc["history"]["fail"] == info.failed
     spec = json.loads((run_dir / "spec.json").read_text())
     assert spec["spec"]["workload"] == "simulated" and spec["engine"]["name"] == "simulator"
-    assert "harness.synth_run" in spec["repro"] and spec["versions"]["pyarrow"]
+    assert "harness.bench.synth_run" in spec["repro"] and spec["versions"]["pyarrow"]
 
 
 def test_copy_on_write_files(tmp_path: Path) -> None:
@@ -154,7 +155,7 @@ def test_history_order_needs_a_serializable_table(tmp_path: Path) -> None:
 
 def test_module_command_writes_a_checkable_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    gen = subprocess.run([sys.executable, "-m", "harness.synth_run", str(out), "--txns", "120", "--inject", "G2",
+    gen = subprocess.run([sys.executable, "-m", "harness.bench.synth_run", str(out), "--txns", "120", "--inject", "G2",
                           "--checkpoint-interval", "50"], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parent.parent)
     assert gen.returncode == 0, gen.stderr

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.checking import check_run
+from harness.check.pipeline import check_run
 from tests.conftest import REPO, only_run_dir, run_cli
 
 # -- a run folder, as files ------------------------------------------------------

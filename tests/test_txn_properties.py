@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from checkers.txn_model import SERIALIZABLE, WRITE_SERIALIZABLE, TxnHistory
-from harness.simulate import ALSO_SNAPSHOT_MISMATCH, EXPECTED, OPS, SimConfig, inject_anomaly, run
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
+from checkers.txn_model import TxnHistory
+from harness.bench.simulate import ALSO_SNAPSHOT_MISMATCH, EXPECTED, OPS, SimConfig, inject_anomaly, run
 
 txn_graph = pytest.importorskip("checkers.txn_graph")
 analyze = txn_graph.analyze

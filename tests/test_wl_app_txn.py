@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from checkers import app_txn
-from harness.history import FAIL, OK
+from harness.core.history import FAIL, OK
 from tests.conftest import load_results, only_run_dir, run_cli
 from tests.synth import SynthRun, add_action, rows_table
 

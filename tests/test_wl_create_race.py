@@ -284,7 +284,7 @@ def test_recorded_loser_texts_are_definite_failures():
     was already there when they looked. Definite (fail), not a conflict: the
     checker counts them as correct losers, apart from E6."""
     from harness.engines.errors import classify_deltars_text, classify_spark_text
-    from harness.history import ErrorClass
+    from harness.core.history import ErrorClass
 
     rs = classify_deltars_text("DeltaError", "Generic error: A Delta Lake table already exists at that location.",
                                bases=["Exception"])

@@ -11,7 +11,7 @@ import pytest
 from checkers import CHECKERS, list_append, serializability
 from checkers.base import CheckResult, Verdict
 from checkers.txn_model import INITIAL, RowRef
-from harness.history import OK
+from harness.core.history import OK
 from tests.conftest import load_results, only_run_dir, run_cli
 from tests.keyed_synth import KeyedRun
 from workloads import make_workload

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from checkers import metadata
-from harness.history import FAIL, OK
+from harness.core.history import FAIL, OK
 from tests.conftest import load_results, only_run_dir, run_cli
 from tests.synth import SCHEMA_STRING, SynthRun, add_action, rows_table
 
@@ -136,7 +136,8 @@ def test_deltars_client_pads_appends_and_rejects_user_properties(tmp_path: Path)
     fills it with NULL; SET TBLPROPERTIES takes only delta.* keys it knows,
     which is why "set-properties" is not in its capabilities."""
     deltalake = pytest.importorskip("deltalake")
-    from harness.engines.base import ClientConfig, Column
+    from harness.engines.base import ClientConfig
+    from harness.core.table import Column
     from harness.engines.deltars import DELTARS_CAPABILITIES, DeltaRsClient
     from workloads.metadata import MetadataWorkload
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from harness.engines import make_client
 from harness.engines.base import ClientConfig
-from harness.worker import run_op
+from harness.run.worker_main import run_op
 from workloads import make_workload
 
 
@@ -62,7 +62,7 @@ def test_a_bug_in_the_harness_is_a_harness_fault_not_an_engine_error(tmp_path: P
     try:
         {}["x"]
     except KeyError as e:
-        from harness.worker import harness_fault
+        from harness.run.worker_main import harness_fault
 
         assert harness_fault(e) is None  # raised in this test file, not harness code
 
@@ -71,8 +71,8 @@ def test_a_harness_fault_makes_a_run_unknown_and_is_named(tmp_path: Path) -> Non
     import json
     import shutil
 
-    from harness.checking import check_run
-    from harness.synth_run import write_run
+    from harness.check.pipeline import check_run
+    from harness.bench.synth_run import write_run
 
     run = tmp_path / "run"
     write_run(run, 50, seed=3)

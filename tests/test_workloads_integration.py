@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.deltalog import read_log
-from harness.history import ErrorClass, load_history
+from harness.core.history import ErrorClass, load_history
 from tests.conftest import load_results, only_run_dir, run_cli
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 from workloads.base import Workload
 
 # name -> "module:Class"

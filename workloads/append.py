@@ -10,18 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import Column, EngineClient, OpResult, TableSpec
+from harness.core.table import Column, TableSpec, row_id
+from harness.engines.base import EngineClient, OpResult
 from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
-# Row ids are unique across the run: slot-major, then op sequence, then row.
-_SLOT_STRIDE = 10**12
-_SEQ_STRIDE = 1000
 MAX_BATCH = 5
 READ_FRACTION = 0.2
-
-
-def row_id(slot: int, seq: int, j: int) -> int:
-    return slot * _SLOT_STRIDE + seq * _SEQ_STRIDE + j
 
 
 class AppendWorkload(Workload):

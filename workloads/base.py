@@ -14,7 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engines.base import EngineClient, OpResult, TableSpec
+from harness.engines.base import EngineClient, OpResult
+from harness.core.table import TableSpec
 
 
 @dataclass

@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engines.base import Column, EngineClient, OpResult, TableSpec
-from workloads.append import row_id
+from harness.core.table import Column, TableSpec
+from harness.engines.base import EngineClient, OpResult
+from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 PERIOD_S = 0.5  # first gap between rounds; grows while slots fall behind

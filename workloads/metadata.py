@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import Column, EngineClient, OpResult, TableSpec
-from workloads.append import row_id
+from harness.core.table import Column, TableSpec
+from harness.engines.base import EngineClient, OpResult
+from harness.core.table import row_id
 from workloads.base import VIAS, OpSpec, SlotGenerator
 from workloads.register import KEYS, RegisterWorkload
 

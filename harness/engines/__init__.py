@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.engines.base import Engine, EngineClient, ClientConfig
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 
 ENGINE_NAMES = ("delta-spark", "sail", "delta-rs", "spark-connect")
 # Engines that start nothing and need endpoints given on the command line:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.table import TableSpec
 from harness.engines.errors import Classified
-from harness.storage import Storage
+from harness.core.storage import Storage
 
 if TYPE_CHECKING:
-    from harness.procs import ManagedProcess
+    from harness.core.procs import ManagedProcess
 
 
 @dataclass(frozen=True)
@@ -40,37 +41,6 @@ class Capabilities:
             "default_isolation": self.default_isolation,
             "notes": self.notes,
         }
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str  # Spark SQL type name: BIGINT, INT, STRING, DOUBLE, DATE, BOOLEAN
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    columns: tuple[Column, ...]
-    partition_by: tuple[str, ...] = ()
-    properties: tuple[tuple[str, str], ...] = ()
-
-    def column_names(self) -> list[str]:
-        return [c.name for c in self.columns]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "columns": [[c.name, c.type] for c in self.columns],
-            "partition_by": list(self.partition_by),
-            "properties": dict(self.properties),
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TableSpec":
-        return cls(
-            columns=tuple(Column(n, t) for n, t in d["columns"]),
-            partition_by=tuple(d.get("partition_by", ())),
-            properties=tuple(sorted(d.get("properties", {}).items())),
-        )
 
 
 @dataclass

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import Capabilities, ClientConfig, Column, Engine, EngineClient, Node, OpResult, TableSpec
+from harness.engines.base import Capabilities, ClientConfig, Engine, EngineClient, Node, OpResult
+from harness.core.table import Column, TableSpec
 from harness.engines.errors import Classified, classify_deltars
-from harness.storage import Storage
+from harness.core.storage import Storage
 
 DELTARS_CAPABILITIES = Capabilities(
     ops=frozenset({"create-table", "append", "read", "update", "delete", "optimize", "merge", "insert_select",

@@ -28,8 +28,9 @@ from harness.engines.base import Capabilities, ClientConfig, Node
 from harness.engines.jars import JarSet, resolve, spark_home
 from harness.engines.servers import ServerEngine
 from harness.engines.spark import spark_uri
-from harness.procs import HarnessError, ManagedProcess, owned_tempdir, python_argv
-from harness.storage import Storage
+from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess, owned_tempdir, python_argv
+from harness.core.storage import Storage
 
 DELTA_SPARK_CAPABILITIES = Capabilities(
     ops=frozenset({"create-table", "append", "read", "update", "delete", "merge", "insert_select", "optimize",

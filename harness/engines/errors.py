@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from harness.history import FAIL, INFO, ErrorClass, OpError
+from harness.core.history import FAIL, INFO, ErrorClass, OpError
 
 RAW_LIMIT = 4000
 

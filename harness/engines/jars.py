@@ -34,7 +34,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator
 
-from harness.procs import HarnessError
+from harness.core.errors import HarnessError
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 FEATURES = ("delta", "s3", "dynamodb")
@@ -152,7 +152,7 @@ def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | No
             "-ivy", str(work / "ivy.xml"), "-cache", str(cache_root() / "ivy-cache"), "-confs", "default",
             "-cachepath", str(cp_file)]
     log = work / "ivy.log"
-    from harness.procs import ManagedProcess
+    from harness.core.procs import ManagedProcess
 
     proc = ManagedProcess("ivy", argv, log, pipes=False).start()
     fetched: list[str] = []

@@ -19,8 +19,8 @@ from pathlib import Path
 from harness.engines.base import ClientConfig, Engine, Node
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES
 from harness.engines.spark import spark_uri
-from harness.procs import HarnessError
-from harness.storage import Storage
+from harness.core.errors import HarnessError
+from harness.core.storage import Storage
 
 NAME = "spark-connect"
 REMOTE_FLAG = "--spark-remote"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from harness.engines.base import Capabilities, ClientConfig, Node
 from harness.engines.servers import ServerEngine
-from harness.procs import ManagedProcess, venv_bin
-from harness.storage import Storage
+from harness.core.procs import ManagedProcess, venv_bin
+from harness.core.storage import Storage
 
 SAIL_CAPABILITIES = Capabilities(
     # Not here: add-columns ("unsupported ALTER TABLE operation") and

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.engines.base import Engine, Node
-from harness.procs import ManagedProcess
-from harness.storage import Storage
+from harness.core.procs import ManagedProcess
+from harness.core.storage import Storage
 
 
 class ServerEngine(Engine):

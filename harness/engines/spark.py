@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import Capabilities, ClientConfig, Column, EngineClient, OpResult, TableSpec
+from harness.engines.base import Capabilities, ClientConfig, EngineClient, OpResult
+from harness.core.table import Column, TableSpec
 from harness.engines.errors import Classified, classify_spark
 
 # Sail keeps a catalog per session, so each session registers the table

@@ -16,7 +16,8 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.engines.base import ClientConfig, Column, TableSpec
+from harness.engines.base import ClientConfig
+from harness.core.table import Column, TableSpec
 
 # One round: the first pass over each op pays the start-up; a second pass
 # measured within 10-20% of later ones.

@@ -1,0 +1,143 @@
+"""bench-check: a full `delta-jepsen check` of a stored run, timed.
+
+For each size, one process writes a stored run folder from a simulated
+history (harness.bench.synth_run: real Delta JSON commits, checkpoints and parquet
+data files; timed separately as the generation), then a fresh process times
+``check_run`` on it end to end: load history.jsonl, read the log, read every
+data file, run the spec's checkers (log-sanity, serializability), write
+results.json. Peak RSS is that process's alone. Target (issue acceptance):
+100k commits in <= 60 s on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_S = 60.0
+TARGET_COMMITS = 100_000
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def generate_one(run_dir: str, commits: int, concurrency: int, seed: int) -> dict:
+    from harness.bench.synth_run import write_run
+
+    t0 = time.perf_counter()
+    info = write_run(run_dir, commits, commits=commits, concurrency=concurrency, seed=seed)
+    return {
+        "generate_s": round(time.perf_counter() - t0, 2),
+        "versions": info.versions,
+        "committed": info.committed,
+        "failed": info.failed,
+        "data_files": info.data_files,
+        "checkpoints": info.checkpoints,
+        "bytes": _dir_size(Path(run_dir)),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
+
+
+def measure_one(run_dir: str, profile: str | None = None) -> dict:
+    from harness.check.pipeline import check_run
+
+    t0 = time.perf_counter()
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        report = prof.runcall(check_run, run_dir)
+        prof.dump_stats(profile)
+    else:
+        report = check_run(run_dir)
+    elapsed = time.perf_counter() - t0
+    return {
+        "check_s": round(elapsed, 2),
+        "verdict": report.verdict.value,
+        "checkers": {r.checker: r.verdict.value for r in report.results},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
+
+
+def _child(args: list[str], timeout: float) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "harness.bench.check", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(tail)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_check(sizes: list[int], concurrency: int = 8, seed: int = 1, keep_dir: str | None = None,
+                profile: str | None = None) -> int:
+    print(f"bench-check: `delta-jepsen check` of stored simulated runs (concurrency {concurrency}, seed {seed}, "
+          f"{os.cpu_count()} CPUs)")
+    root = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="dj-bench-check-"))
+    root.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for n in sizes:
+            run_dir = root / f"run-{n}-c{concurrency}-s{seed}"
+            if (run_dir / "history.jsonl").is_file() and (run_dir / "spec.json").is_file():
+                gen = {"reused": True, "versions": len(list((run_dir / "table" / "_delta_log").glob("*.json")))}
+                print(f"  {n} commits: reusing {run_dir}")
+            else:
+                if run_dir.exists():
+                    shutil.rmtree(run_dir)
+                try:
+                    gen = _child(["generate", str(run_dir), str(n), str(concurrency), str(seed)], 3600)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    print(f"  {n} commits: generation failed: {e}")
+                    return 2
+                print(f"  {n} commits: generated in {gen['generate_s']:.1f} s: {gen['versions']} versions "
+                      f"({gen['committed']} transactions committed, {gen['failed']} failed), {gen['data_files']} "
+                      f"data files, {gen['checkpoints']} checkpoints, {gen['bytes'] / 2**20:.0f} MiB "
+                      f"(generator peak RSS {gen['peak_rss_mb']} MB)")
+            try:
+                m = _child(["measure", str(run_dir), *([f"{profile}.{n}"] if profile else [])], 3600)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                print(f"  {n} commits: check failed: {e}")
+                return 2
+            rows.append((n, gen, m))
+            print(f"  {n} commits: check {m['check_s']:.1f} s end to end (load history, read log, read every data "
+                  f"file, {', '.join(m['checkers'])}, write results.json); peak RSS {m['peak_rss_mb']} MB; "
+                  f"verdict {m['verdict']}")
+    finally:
+        if not keep_dir:
+            shutil.rmtree(root, ignore_errors=True)
+    big = [r for r in rows if r[0] >= TARGET_COMMITS]
+    if big:
+        n, _, m = big[-1]
+        print(f"  target: {TARGET_COMMITS // 1000}k commits checked in <= {TARGET_S:.0f} s: "
+              f"{'met' if m['check_s'] <= TARGET_S else 'MISSED'} ({m['check_s']:.1f} s at {n} commits)")
+    bad = [r for r in rows if r[2]["verdict"] != "valid"]
+    if bad:
+        print(f"  verdict not valid for {', '.join(str(r[0]) for r in bad)}: the generator or a checker is wrong")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "generate":
+        out = generate_one(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    elif cmd == "measure":
+        out = measure_one(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
+    print(json.dumps(out))

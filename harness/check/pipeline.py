@@ -1,0 +1,333 @@
+"""Check a run folder: load its history and table snapshot, run the
+workload's checkers, write results.json and summary.txt.
+
+Needs no engine and no storage server: `delta-jepsen check <run-dir>`.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checkers import CHECKERS
+from checkers.base import CheckResult, Verdict, combine
+from harness.deltalog import read_log
+from harness.core.history import ErrorClass, History, load_history
+from harness.core.errors import HarnessError
+
+EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
+
+
+@dataclass
+class Report:
+    run_dir: Path
+    verdict: Verdict
+    results: list[CheckResult]
+    doc: dict[str, Any]
+    summary: str
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+
+def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
+    ops = history.client_ops()
+    counts = Counter(op.type for op in ops)
+    classes = Counter(op.error.cls.value for op in ops if op.error is not None)
+    by_f: dict[str, Counter] = {}
+    for op in ops:
+        if op.error is not None:
+            by_f.setdefault(op.f, Counter())[op.error.cls.value] += 1
+    # Conflict rate: of the ops that commit (everything but reads), the share
+    # that failed because of a concurrent commit (E1-E6 or unclassified).
+    writes = [op for op in ops if op.f != "read"]
+    conflicts = sum(1 for op in writes if op.error is not None and op.error.cls.is_conflict)
+    elapsed = run.get("elapsed")
+    if not elapsed and history.events:
+        elapsed = (history.events[-1].time - history.events[0].time) / 1e9
+    done = counts["ok"] + counts["fail"] + counts["info"]
+    return {
+        "nemesis": _nemesis_stats(history),
+        "events": len(history.events),
+        "ops": len(ops),
+        "ok": counts["ok"],
+        "fail": counts["fail"],
+        "info": counts["info"],
+        "by_f": dict(Counter(op.f for op in ops)),
+        "error_classes": dict(classes),
+        "error_classes_by_f": {f: dict(c) for f, c in sorted(by_f.items())},
+        "write_ops": len(writes),
+        "conflicts": conflicts,
+        "conflict_rate": round(conflicts / len(writes), 4) if writes else None,
+        "elapsed_s": round(elapsed or 0.0, 3),
+        "ops_per_s": round(done / elapsed, 2) if elapsed else None,
+        "truncated": history.truncated,
+        "problems": [f"line {n}: {why}" for n, why in history.problems],
+    }
+
+
+def _nemesis_stats(history: History) -> dict[str, Any]:
+    """The nemesis's ops (process "nemesis"): faults started per kind, how
+    many could not be applied, and whether every started fault was stopped."""
+    ops = [op for op in history.ops() if op.process == "nemesis"]
+    started = Counter(op.f[len("start-"):] for op in ops if op.f.startswith("start-") and op.type == "ok")
+    stopped = Counter(op.f[len("stop-"):] for op in ops if op.f.startswith("stop-") and op.type == "ok")
+    failed = Counter(op.f for op in ops if op.type != "ok")
+    return {"events": 2 * len(ops), "started": dict(started), "stopped": dict(stopped),
+            "not_applied": dict(failed), "healed": any(op.f == "heal" and op.type == "ok" for op in ops)}
+
+
+def check_run(run_dir: str | Path, write: bool = True) -> Report:
+    # Loading a long run builds millions of small objects (events, actions,
+    # row versions) and no reference cycles to speak of: the cyclic GC would
+    # only rescan them over and over (a quarter of the time at 100k commits).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _check_run(run_dir, write)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _related_logs(table_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """The logs of the other tables the run's workload wrote inside its table
+    folder (its `related_tables` globs, e.g. create-race's "races/*")."""
+    from workloads import make_workload
+
+    try:
+        globs = getattr(make_workload(spec["spec"]["workload"], 0), "related_tables", ())
+    except (KeyError, TypeError, HarnessError):
+        return {}
+    return {p.relative_to(table_dir).as_posix(): read_log(str(p))
+            for g in globs for p in sorted(table_dir.glob(g)) if (p / "_delta_log").is_dir()}
+
+
+def _check_run(run_dir: str | Path, write: bool) -> Report:
+    run_dir = Path(run_dir)
+    hist_path = run_dir / "history.jsonl"
+    if not hist_path.is_file():
+        raise HarnessError(f"{run_dir} is not a run folder (no history.jsonl)")
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text())
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"{run_dir}/spec.json unreadable: {e}") from None
+    run = {}
+    if (run_dir / "run.json").is_file():
+        try:
+            run = json.loads((run_dir / "run.json").read_text())
+        except ValueError:
+            run = {}
+    names = spec.get("checkers") or list(CHECKERS)
+    unknown = [n for n in names if n not in CHECKERS]
+    if unknown:
+        raise HarnessError(f"unknown checker(s) {', '.join(unknown)}; valid: {', '.join(CHECKERS)}")
+
+    t0 = time.monotonic()
+    history = load_history(hist_path)
+    # The checkers replay every data file in log order: decoding can start
+    # while the log is still being parsed.
+    log = read_log(str(run_dir / "table"), prefetch_data=True)
+    log.related = _related_logs(run_dir / "table", spec)
+    results = []
+    no_evidence = _no_evidence(run, log)
+    for name in names:
+        if no_evidence:
+            # An empty history or log would pass some checkers vacuously
+            # ("all 0 rows distinct"), and no evidence is never "valid".
+            results.append(CheckResult(name, Verdict.UNKNOWN, no_evidence))
+            continue
+        try:
+            results.append(CHECKERS[name](history, log))
+        except Exception as e:  # a checker bug must not hide the other verdicts
+            results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
+    _undecodable_rows_are_no_evidence(results, log)
+    verdict = combine([r.verdict for r in results])
+    corrupt = [p for p in history.problems if p[1] != "truncated last line"]
+    if corrupt and verdict is Verdict.VALID:
+        verdict = Verdict.UNKNOWN  # lines we could not read may hold anything
+    faults = [op for op in history.client_ops() if op.error is not None
+              and op.error.cls is ErrorClass.HARNESS_FAULT]
+    if faults and verdict is Verdict.VALID:
+        verdict = Verdict.UNKNOWN  # the harness did not run those ops as the workload says
+    hstats = _history_stats(history, run)
+    hstats["harness_faults"] = [{"op": op.id, "f": op.f, "process": op.process, "error": op.error.raw}
+                                for op in faults]
+    doc = {
+        "verdict": verdict.value,
+        "run": run,
+        "history": hstats,
+        "log": {"versions": len(log.versions), "latest_version": log.latest_version,
+                "isolation_levels": _isolation_levels(log),
+                "problems": [p.__dict__ for p in log.problems]},
+        "checkers": [r.to_json() for r in results],
+        "repro": spec.get("repro"),
+        "commit_protocols": spec.get("commit_protocols") or {},
+        "check_seconds": round(time.monotonic() - t0, 3),
+    }
+    summary = render_summary(run_dir, verdict, results, hstats, doc, run)
+    if write:
+        graphs = write_anomaly_graphs(run_dir, results)
+        if graphs:
+            doc["anomaly_graphs"] = graphs
+        (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        (run_dir / "summary.txt").write_text(summary)
+    return Report(run_dir, verdict, results, doc, summary)
+
+
+# Checkers that judge no row of any data file.
+_ROWLESS = frozenset({"log-sanity", "exception-classes"})
+
+
+def _undecodable_rows_are_no_evidence(results: list[CheckResult], log: Any) -> None:
+    """A data file (or deletion vector) the harness read but could not decode
+    reads as no rows, so a checker may find rows "lost" that are in it: that
+    is the harness's failure, not the engine's. Such findings are unknown,
+    never invalid. (A file missing from the store is different: lost data,
+    spec C7, and stays invalid.)"""
+    bad = [p for p in log.problems if p.kind in ("data-file-unreadable", "deletion-vector-unreadable")]
+    if not bad:
+        return
+    for r in results:
+        if r.checker in _ROWLESS or r.verdict is not Verdict.INVALID:
+            continue
+        r.verdict = Verdict.UNKNOWN
+        r.explanation = (f"Unknown: {len(bad)} data file(s) or deletion vector(s) could not be decoded "
+                         f"(e.g. {bad[0].detail[:200]}), and judged without their rows this checker found: "
+                         f"{r.explanation}")
+
+
+def _no_evidence(run: dict[str, Any], log: Any) -> str:
+    """Why there is nothing to check the history against, or ""."""
+    if run.get("refused"):
+        return "The engine refused to create the table; there is nothing to check."
+    if log.latest_version is None:
+        # The harness copies the table into the run folder at the end; a
+        # harness killed before that (or a table in an in-memory store)
+        # leaves no log, which says nothing about what the engine committed.
+        return ("No transaction log in the run folder (table/_delta_log has no commits): without the "
+                "table's log nothing the history claims can be checked.")
+    return ""
+
+
+def _isolation_levels(log: Any) -> list[str]:
+    """The delta.isolationLevel values the table carried, in log order, as the
+    log says (not as the run asked): "(none)" where it carried none."""
+    levels: list[str] = []
+    for v in log.versions:
+        try:
+            level = log.configuration_at(v).get("delta.isolationLevel") or "(none)"
+        except Exception:  # noqa: BLE001 - a broken metaData is log-sanity's to report
+            continue
+        if not levels or levels[-1] != level:
+            levels.append(level)
+    return levels
+
+
+def write_anomaly_graphs(run_dir: Path, results: list[CheckResult]) -> list[str]:
+    """One DOT file per anomaly that carries a graph (and SVG where Graphviz's
+    `dot` is installed), under anomalies/."""
+    import shutil
+    import subprocess
+
+    out_dir = run_dir / "anomalies"
+    written = []
+    dot_bin = shutil.which("dot")
+    for r in results:
+        for n, a in enumerate(r.anomalies, start=1):
+            dot = a.details.get("dot") if a.details else None
+            if not dot:
+                continue
+            out_dir.mkdir(exist_ok=True)
+            path = out_dir / f"{r.checker}-{n:03d}-{a.kind}.dot"
+            path.write_text(dot)
+            written.append(str(path.relative_to(run_dir)))
+            if dot_bin:
+                try:
+                    subprocess.run([dot_bin, "-Tsvg", str(path), "-o", str(path.with_suffix(".svg"))],
+                                   timeout=30, check=False, capture_output=True)
+                except subprocess.TimeoutExpired:
+                    pass
+    return written
+
+
+def _class_label(cls: str) -> str:
+    """An error class with the spec claim it stands for (E1..E6)."""
+    try:
+        claim = ErrorClass(cls).claim
+    except ValueError:
+        return cls
+    return f"{cls} ({claim})" if claim else cls
+
+
+def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], h: dict[str, Any],
+                   doc: dict[str, Any], run: dict[str, Any]) -> str:
+    lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
+    if run.get("interrupted"):
+        lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
+    if run.get("refused"):
+        lines.append("the engine refused to create the table, so nothing was tested: "
+                     + run["refused"].splitlines()[0][:300])
+    if h["truncated"]:
+        lines.append("the history ends in a truncated line: checked as far as it goes")
+    for p in h["problems"]:
+        if "truncated" not in p:
+            lines.append(f"history problem: {p}")
+    for f in h.get("harness_faults", [])[:5]:
+        lines.append(f"harness fault (a bug in delta-jepsen, not the engine's error) in op {f['op']} ({f['f']}, "
+                     f"process {f['process']}): {f['error'][:300]}")
+    if len(h.get("harness_faults", [])) > 5:
+        lines.append(f"... {len(h['harness_faults']) - 5} more harness faults (results.json)")
+    rate = f"{h['ops_per_s']:.1f} ops/s" if h["ops_per_s"] else "n/a ops/s"
+    lines.append(
+        f"ops: {h['ops']} ({h['ok']} ok, {h['fail']} fail, {h['info']} info) in {h['elapsed_s']:.1f}s, {rate}; "
+        f"versions committed: {doc['log']['latest_version'] if doc['log']['latest_version'] is not None else 'none'}"
+    )
+    nem = h.get("nemesis") or {}
+    if nem.get("events"):
+        parts = [f"{k} x{v}" + (f" ({v - nem['stopped'].get(k, 0)} not stopped)" if nem["stopped"].get(k, 0) < v else "")
+                 for k, v in sorted(nem["started"].items())]
+        line = "nemesis: " + (", ".join(parts) or "no fault applied")
+        if nem["not_applied"]:
+            line += "; not applied: " + ", ".join(f"{k} x{v}" for k, v in sorted(nem["not_applied"].items()))
+        lines.append(line + ("; healed before the final phase" if nem["healed"] else "; NOT healed"))
+    for engine, protocol in (doc.get("commit_protocols") or {}).items():
+        lines.append(f"commit protocol: {engine}: {protocol}")
+    if doc["log"].get("isolation_levels"):
+        lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
+    findings = next((r.stats.get("deviations") for r in results if r.checker == "exception-classes"), None)
+    if findings:
+        lines.append(f"exception-class findings (spec E-list; not safety, --strict-exceptions fails on them): "
+                     f"{len(findings)}")
+        for f in findings[:10]:
+            lines.append(f"  {f['kind']} ({f['claim']}): {f['explanation'][:240]}")
+        if len(findings) > 10:
+            lines.append(f"  ... {len(findings) - 10} more in results.json (checker exception-classes)")
+    if h["error_classes"]:
+        lines.append("errors: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(h["error_classes"].items())))
+        for f, classes in h["error_classes_by_f"].items():
+            lines.append(f"  {f}: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(classes.items())))
+    unsupported = {f: c["unsupported"] for f, c in h["error_classes_by_f"].items() if c.get("unsupported")}
+    if unsupported:
+        lines.append("not tested, the engine cannot run them (spec claims about them stay unchecked): "
+                     + ", ".join(f"{f} x{n}" for f, n in sorted(unsupported.items())))
+    if h["write_ops"]:
+        lines.append(f"conflict rate: {h['conflicts']}/{h['write_ops']} write ops "
+                     f"({100 * h['conflict_rate']:.1f}%) failed on a concurrent commit")
+    width = max([16, *(len(r.checker) for r in results)])
+    for r in results:
+        lines.append(f"  {r.checker:<{width}} {r.verdict.value:<8} {r.explanation}")
+        for a in r.anomalies[:5]:
+            lines.append(f"      - [{a.kind}{', spec ' + a.claim if a.claim else ''}] {a.explanation}")
+        if len(r.anomalies) > 5:
+            lines.append(f"      ... {len(r.anomalies) - 5} more in results.json")
+    if doc.get("repro"):
+        lines.append(f"re-run: {doc['repro']}")
+    lines.append(f"re-check: delta-jepsen check {run_dir}")
+    return "\n".join(lines) + "\n"

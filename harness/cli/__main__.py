@@ -1,0 +1,3 @@
+from harness.cli.main import entry
+
+entry()

@@ -1,0 +1,238 @@
+"""Child processes the harness starts (moto, Sail nodes, client workers).
+
+Every child is registered so that a normal exit, an exception, SIGINT or
+SIGTERM stops all of them; and each child asks the kernel to SIGKILL it if
+the harness itself dies (PR_SET_PDEATHSIG), so even `kill -9` of the harness
+leaves no orphan behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Sequence
+
+from harness.core.errors import HarnessError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: the registry below still stops children on exit
+
+
+class ManagedProcess:
+    """A child process with its own log file, a readiness probe and a hard stop."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: str | os.PathLike[str],
+        env: dict[str, str] | None = None,
+        pipes: bool = False,
+        cwd: str | None = None,
+    ):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = Path(log_path)
+        self.env = env
+        self.pipes = pipes
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._log_start = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> "ManagedProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        # A process started again on the same log appends to it: readiness
+        # is judged on what this start wrote (a stale "listening on" line
+        # of the previous process would name a dead port).
+        self._log_start = self._log.tell()
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE if self.pipes else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if self.pipes else self._log,
+            stderr=self._log,
+            env=self.env,
+            cwd=self.cwd,
+            # Own session: a terminal's Ctrl-C reaches only the harness, which
+            # then stops children in order (workers before servers).
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        REGISTRY.add(self)
+        return self
+
+    def wait_for_log(self, pattern: str, timeout: float) -> re.Match[str]:
+        """Wait until the log matches `pattern` (e.g. the port a server bound)."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while True:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self._log_start)
+                text = fh.read().decode(errors="replace")
+            m = rx.search(text)
+            if m:
+                return m
+            if self.proc is not None and self.proc.poll() is not None:
+                raise HarnessError(
+                    f"{self.name} exited with code {self.proc.returncode} before it was ready "
+                    f"(log: {self.log_path})"
+                )
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{self.name} not ready after {timeout:.0f}s (log: {self.log_path})")
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_kill(self) -> None:
+        """Only send SIGKILL: safe from any thread. The thread that owns the
+        process sees its pipes close and cleans up itself."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL at once (a crash, as a nemesis or a timed-out op needs)."""
+        self.signal_kill()
+        self._reap(5)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the child's process group, then SIGKILL after `grace` seconds."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:
+            self.kill()
+        self._reap(5)
+
+    def _reap(self, timeout: float) -> None:
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        # Grandchildren (if any) share the process group: end them too.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._log is not None and not self._log.closed:
+            self._log.close()
+        REGISTRY.discard(self)
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self._procs: set[ManagedProcess] = set()
+        self._lock = threading.Lock()
+
+    def add(self, p: ManagedProcess) -> None:
+        with self._lock:
+            self._procs.add(p)
+
+    def discard(self, p: ManagedProcess) -> None:
+        with self._lock:
+            self._procs.discard(p)
+
+    def live(self) -> list[ManagedProcess]:
+        with self._lock:
+            return list(self._procs)
+
+    def stop_all(self) -> None:
+        for p in self.live():
+            p.kill()
+
+
+REGISTRY = _Registry()
+atexit.register(REGISTRY.stop_all)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM behaves like Ctrl-C: unwind through the runner's cleanup."""
+
+    def _term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _term)
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", module, *args]
+
+
+def venv_bin(name: str) -> str:
+    """A console script installed beside this interpreter (moto_server, sail)."""
+    import shutil
+    import sys
+
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return str(here)
+    found = shutil.which(name)
+    if not found:
+        raise HarnessError(f"{name} not found; install the project with: pip install -e '.[dev]'")
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def owned_tempdir(prefix: str) -> str:
+    """A fresh temp dir whose name carries this process's pid.
+
+    PDEATHSIG takes a child down with a SIGKILLed harness, but nothing then
+    removes the child's scratch files; so each new one first removes the
+    dirs of `prefix` whose owner is gone.
+    """
+    root = Path(tempfile.gettempdir())
+    for d in root.glob(f"{prefix}*"):
+        owner = d.name[len(prefix):].split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
+            shutil.rmtree(d, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")

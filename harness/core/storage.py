@@ -1,0 +1,40 @@
+"""Where the table lives, as engines and the log reader see it: the seam the
+run's storages (harness.run.storage) implement."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+__all__ = ["Storage"]
+
+
+class Storage(ABC):
+    kind: str
+
+    @abstractmethod
+    def table_uri(self, name: str) -> str: ...
+
+    # The S3 fault proxy's steering client (harness.s3proxy.client.S3ProxyClient)
+    # when one stands in front of the store; typed loosely because the bottom
+    # layer cannot name a class of the layer above it.
+    proxy: Any = None
+
+    def client_env(self, client: str, node: str | None = None) -> dict[str, str]:
+        """Environment for an engine process (Sail reads AWS_* from it)."""
+        return {}
+
+    def deltars_options(self, client: str, node: str | None = None) -> dict[str, str]:
+        """delta-rs `storage_options` for one client."""
+        return {}
+
+    def reader_options(self) -> dict[str, str] | None:
+        """boto3 settings for the harness's own log reader (None: local)."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What goes into spec.json: enough to re-run, never a secret."""
+        return {"kind": self.kind}
+
+    def stop(self) -> None:
+        pass

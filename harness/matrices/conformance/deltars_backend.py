@@ -1,0 +1,221 @@
+"""Run a conformance cell on delta-rs (the `deltalake` package), on a local
+table. Imported only in the conformance worker process.
+
+Interleaving control is snapshot pinning: both transactions get a
+DeltaTable object loaded at v0 before either commits, and each op runs on
+its own object without refreshing it, so the loser's commit is checked by
+delta-rs against the winner's v0+1. The control is verified afterwards: both
+objects were at v0, the winner's commit is v0+1 (the log's `dj.op`), and a
+committed loser's commitInfo.readVersion is v0.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.model import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
+from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOOP, UNSUPPORTED, Observation, TxnResult
+from harness.deltalog import read_log
+from harness.engines.base import ClientConfig, OpResult
+from harness.core.table import TableSpec
+from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema
+from harness.core.history import ErrorClass
+
+GATE_TIMEOUT_S = 20.0
+
+
+class PinnedClient(DeltaRsClient):
+    """A DeltaRsClient whose table object stays at the snapshot it was
+    loaded at: the primitives run on it without update_incremental()."""
+
+    def pin(self) -> int:
+        from deltalake import DeltaTable
+
+        self.dt = DeltaTable(self.config.table_uri)
+        return self.dt.version()
+
+    def _table(self) -> Any:
+        self.last_read_version = self.dt.version()
+        return self.dt
+
+
+def _client(uri: str, process: str, kind: type[DeltaRsClient] = PinnedClient) -> Any:
+    c = kind(ClientConfig(engine="delta-rs", node="n1", process=process, table_uri=uri))
+    c.open()
+    return c
+
+
+def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
+    """Run one op of a cell on the client's pinned table object."""
+    from deltalake import CommitProperties, QueryBuilder
+
+    k, op_id = plan.kind, plan.op_id
+    if k == C.INSERT:
+        return client.append(plan.new_rows(), table, "dataframe", op_id)
+    if k == C.APP_TXN:
+        return client.append_idempotent(plan.new_rows(), table, APP_ID, 1, op_id)
+    if k == C.UPDATE:
+        return client.update(plan.where, plan.assignments(), op_id)
+    if k in (C.DELETE, C.DELETE_ALL):
+        return client.delete(plan.where, op_id)
+    if k in (C.MERGE, C.MERGE_NOLIT):
+        return client.merge(plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(),
+                            plan.merge_insert(), op_id)
+    if k == C.INSERT_SELECT:
+        # No INSERT ... SELECT in the Python API: the SELECT runs on the pinned
+        # snapshot and a MERGE commits from that same snapshot, its target
+        # condition the SELECT's partition literal (what the SELECT read).
+        dt = client._table()
+        t = QueryBuilder().register("dj_table", dt).execute(plan.select_sql("dj_table")).read_all()
+        row = plan.select_row(t.column("c")[0].as_py())
+        return client.merge([row], list(COLUMNS), f"t.id = s.id AND t.p = '{plan.part}'", None,
+                            plan.merge_insert(), op_id)
+    if k in (C.OPTIMIZE, C.ZORDER):
+        # The client's optimize() has no partition filter; OPTIMIZE ... WHERE
+        # p = '<part>' is what makes the partitions' file sets disjoint (P1).
+        dt = client._table()
+        props = CommitProperties(custom_metadata={OP_ID_KEY: op_id})
+        if k == C.ZORDER:
+            dt.optimize.z_order(["k"], partition_filters=plan.partition_filters(), commit_properties=props)
+        else:
+            dt.optimize.compact(partition_filters=plan.partition_filters(), commit_properties=props)
+        return OpResult(version=dt.version())
+    if k == C.SET_PROPERTIES:
+        return client.set_properties(plan.properties(), op_id)
+    if k == C.ADD_COLUMNS:
+        return client.add_columns([plan.column()], op_id)
+    raise ValueError(f"delta-rs backend has no op {k!r}")
+
+
+def _attempt(client: PinnedClient, fn: Callable[[], Any]) -> TxnResult:
+    read_version = client.dt.version() if client.dt is not None else None
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - every failure is an observation
+        c = client.classify(exc)
+        status = FAILED if c.cls.is_conflict else UNSUPPORTED if c.cls is ErrorClass.UNSUPPORTED else ERROR
+        return TxnResult(status, c.cls.value, c.raw, read_version=read_version)
+    return TxnResult(COMMITTED, read_version=read_version)
+
+
+def _commits_by_op(uri: str) -> tuple[Any, dict[str, int]]:
+    log = read_log(uri)
+    by_op = {}
+    for v in log.versions:
+        info = log.commits[v].commit_info or {} if v in log.commits else {}
+        if info.get(OP_ID_KEY) is not None:
+            by_op[str(info[OP_ID_KEY])] = v
+    return log, by_op
+
+
+def run_cell(cell: C.Cell, root: Path) -> Observation:
+    t0 = time.monotonic()
+    uri = str(root / cell.id.replace("/", "__").replace(">", "-then-"))
+    obs = _run_create(cell, uri) if cell.winner == C.CREATE else _run_pair(cell, uri)
+    obs.table = uri
+    obs.seconds = round(time.monotonic() - t0, 3)
+    return obs
+
+
+def _run_pair(cell: C.Cell, uri: str) -> Observation:
+    table = table_spec(cell)
+    setup = _client(uri, "setup", DeltaRsClient)
+    setup.create_table(table)
+    for op_id, rows in SETUP:
+        setup.append(rows, table, "dataframe", op_id)
+    wp, lp = plans(cell)
+    w, l = _client(uri, "1"), _client(uri, "2")
+    v0w, v0l = w.pin(), l.pin()
+    winner = _attempt(w, lambda: execute(w, wp, table))
+    loser = _attempt(l, lambda: execute(l, lp, table))
+    log, by_op = _commits_by_op(uri)
+    v0 = 2  # create + two setup appends
+    winner.version, loser.version = by_op.get(wp.op_id), by_op.get(lp.op_id)
+    notes = []
+    if (v0w, v0l) != (v0, v0):
+        notes.append(f"table objects loaded at {v0w}/{v0l}, not {v0}")
+    if winner.status == COMMITTED and winner.version != v0 + 1:
+        notes.append(f"the winner committed version {winner.version}, not {v0 + 1}")
+    if (loser.status == COMMITTED and loser.version is None and lp.kind in C.COMPACTION
+            and log.latest_version == v0 + 1 and v0l == v0):
+        loser.status = NOOP  # it read v0 and left the log as the winner did
+    elif loser.status == COMMITTED:
+        rv = log.commits[loser.version].read_version if loser.version in log.commits else None
+        if loser.version is None or (rv is not None and rv != v0):
+            notes.append(f"the loser's commit {loser.version} read version {rv}, not {v0}")
+    obs = Observation(winner, loser, controlled=not notes, control_note="; ".join(notes))
+    if winner.version in log.commits:
+        commit = log.commits[winner.version]
+        obs.winner_added_files = len(commit.adds)
+        obs.winner_removed_files = len(commit.removes)
+        obs.winner_changed_metadata = commit.metadata is not None or commit.protocol is not None
+    return obs
+
+
+def _run_create(cell: C.Cell, uri: str) -> Observation:
+    """Two CREATEs at one empty path. The loser's data is a stream whose
+    first batch waits until the winner has created the table, so the loser
+    has already found the path empty when the winner commits version 0."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+
+    table = table_spec(cell)
+    schema = arrow_schema(table)
+    started, go = threading.Event(), threading.Event()
+    wp, lp = plans(cell)
+    out: dict[str, TxnResult] = {}
+
+    def batches():
+        started.set()
+        if not go.wait(GATE_TIMEOUT_S):
+            raise RuntimeError("the winner never committed")
+        yield pa.RecordBatch.from_pylist([dict(zip(COLUMNS, (200, 200, "a", 0, lp.op_id, None)))], schema=schema)
+
+    l = _client(uri, "2")
+
+    def lose() -> None:
+        out["loser"] = _attempt(l, lambda: write_deltalake(
+            uri, pa.RecordBatchReader.from_batches(schema, batches()), mode="error",
+            configuration=dict(table.properties), partition_by=list(table.partition_by) or None,
+            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: lp.op_id})))
+
+    thread = threading.Thread(target=lose, daemon=True)
+    thread.start()
+    notes = []
+    w = _client(uri, "1")
+    try:
+        if not started.wait(GATE_TIMEOUT_S):
+            notes.append("the loser never reached its data stream")
+        winner = _attempt(w, lambda: w.create_table_at(uri, table, wp.op_id))
+    finally:
+        go.set()
+        thread.join(GATE_TIMEOUT_S + 10)
+    if thread.is_alive():
+        notes.append("the loser did not finish")
+    loser = out.get("loser") or TxnResult(ERROR, ErrorClass.TIMEOUT.value, "the loser did not finish")
+    log, by_op = _commits_by_op(uri)
+    winner.version, loser.version = by_op.get(wp.op_id), by_op.get(lp.op_id)
+    if winner.status == COMMITTED and winner.version != 0:
+        notes.append(f"the winner committed version {winner.version}, not 0")
+    obs = Observation(winner, loser, controlled=not notes, control_note="; ".join(notes))
+    obs.winner_changed_metadata = True
+    return obs
+
+
+class DeltaRsBackend:
+    """The worker's delta-rs backend: local tables, nothing to start."""
+
+    default_isolation = DELTARS_CAPABILITIES.default_isolation
+
+    def run_cell(self, cell: C.Cell, root: Path) -> Observation:
+        return run_cell(cell, root)
+
+    def reader_options(self) -> dict[str, str] | None:
+        return None
+
+    def close(self) -> None:
+        pass

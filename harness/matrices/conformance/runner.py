@@ -1,0 +1,472 @@
+"""`delta-jepsen conformance`: run the matrix on one engine and write
+conformance.md and conformance.json.
+
+Cells run in a worker process (harness.matrices.conformance.worker), one at a time,
+each bounded by a timeout: a hung cell is recorded as an error and the
+worker replaced. After each cell the controller checks the committed table
+against the model's allowed serial orders and runs the serializability
+checker on the two-transaction history, so a committed cell that breaks
+serializability is a safety deviation even where the matrix allows a commit.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
+from harness.matrices.conformance.verdict import (
+    COMMITTED,
+    ERROR,
+    NOOP,
+    SAFETY,
+    UNCONTROLLED,
+    UNJUDGED,
+    V_ERROR,
+    VERDICTS,
+    Observation,
+    TxnResult,
+    allowed_classes,
+    judge,
+)
+from harness.core.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
+from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess, python_argv
+from harness.core.isolation import LEVELS as ISOLATION_LEVELS
+
+CELL_TIMEOUT_S = 90.0
+# Starting a backend (moto, the proxy, two JVMs and their warm-up) is not
+# part of any cell's time.
+WORKER_START_TIMEOUT_S = 600.0
+# A worker's backend stops its nodes at the end (delta-spark JVMs get 10 s
+# each, one after the other).
+FINISH_TIMEOUT_S = 60.0
+ENGINES = ("delta-spark", "delta-rs", "sail")  # engines with a conformance backend
+
+
+@dataclass
+class CellResult:
+    cell: C.Cell
+    expectation: C.Expectation
+    obs: Observation
+    verdict: str
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.cell.to_json(), "operations": _ops(self.cell), "order": f"{self.cell.winner} first",
+                "claim": self.expectation.claim, "rule": self.expectation.rule,
+                "expected": self.expectation.outcome.value,
+                "spec_ambiguous": self.expectation.ambiguous or None,
+                "allowed_classes": sorted(allowed_classes(judged_cell(self.cell, self.obs), self.expectation,
+                                                          self.obs)),
+                "judged_level": judged_cell(self.cell, self.obs).level,
+                "observed": self.obs.observed(), "verdict": self.verdict, "why": self.why,
+                "observation": self.obs.to_json()}
+
+
+# -- post-cell checks ------------------------------------------------------------
+
+
+def _rows_text(rows: Counter) -> str:
+    items = sorted(rows.elements(), key=repr)
+    return ", ".join(f"(id {r[0]}, p {r[2]}, v {r[3]}, writer {r[4]})" for r in items[:4]) + (
+        f" and {len(items) - 4} more" if len(items) > 4 else "")
+
+
+def check_data(cell: C.Cell, obs: Observation, log: Any) -> str | None:
+    """None if the table holds what an allowed serial order of the committed
+    ops gives, else why not (spec C14 / C15 when both committed; C8 when
+    the loser failed: a conflict never corrupts the table)."""
+    rows = log.rows_at(log.latest_version, columns=list(COLUMNS))
+    got = Counter(zip(*(rows.column(c).to_pylist() for c in COLUMNS)))
+    wp, lp = plans(cell)
+    both = obs.loser.status == COMMITTED
+    outcomes = serial_outcomes(wp, lp, both, cell.level)
+    if got in outcomes.values():
+        return None
+    name, want = next(iter(outcomes.items()))
+    claim = ("C14" if cell.level == C.SERIALIZABLE else "C15") if both else "C8"
+    extra, missing = got - want, want - got
+    return (f"{claim}: the table ({sum(got.values())} rows) is not what {' or '.join(outcomes)} gives; vs the "
+            f"{name}: extra {_rows_text(extra) or 'none'}; missing {_rows_text(missing) or 'none'}")
+
+
+def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> History:
+    """The cell as a history: setup ops, then both ops invoked before either
+    completes (they read the same version), winner completing first."""
+    wp, lp = plans(cell)
+    events: list[Event] = []
+
+    def add(process: int | str, type_: str, f: str, op_id: str, value: Any = None, version: int | None = None,
+            error: OpError | None = None) -> None:
+        events.append(Event(len(events), len(events) * 1000, process, type_, f, op_id, value, version, error, "n1"))
+
+    facts = {"row_key": "id", "predicate_column": "p", "default_isolation": default_isolation}
+    add("setup", INVOKE, "create-table", "setup.0", facts)
+    add("setup", OK, "create-table", "setup.0", facts, 0)
+    for n, (op_id, _) in enumerate(SETUP, start=1):
+        add("setup", INVOKE, "append", op_id)
+        add("setup", OK, "append", op_id, None, n)
+    add(1, INVOKE, wp.kind, wp.op_id, wp.history_value())
+    add(2, INVOKE, lp.kind, lp.op_id, lp.history_value())
+    for process, plan, res in ((1, wp, obs.winner), (2, lp, obs.loser)):
+        if res.status in (COMMITTED, NOOP):
+            add(process, OK, plan.kind, plan.op_id, None, res.version)
+        else:
+            cls = ErrorClass(res.cls) if res.cls in {e.value for e in ErrorClass} else ErrorClass.NOT_A_CONFLICT
+            add(process, FAIL if res.status != ERROR else INFO, plan.kind, plan.op_id, None, None,
+                OpError(cls, res.raw))
+    return History(events)
+
+
+def carried_level(log: Any, default_isolation: str) -> tuple[str, str]:
+    """The level a cell's table carried at v0 and where that is written
+    (spec C13): its delta.isolationLevel, else what the cell's commits
+    recorded in commitInfo.isolationLevel, else the engine's default."""
+    v0 = len(SETUP)
+    level = log.configuration_at(v0).get("delta.isolationLevel") if v0 in log.commits else None
+    if level:
+        return level, f"delta.isolationLevel at version {v0}"
+    for v in (v0 + 2, v0 + 1):
+        info = log.commits[v].commit_info if v in log.commits else None
+        if info and info.get("isolationLevel"):
+            return str(info["isolationLevel"]), f"commitInfo.isolationLevel of version {v}"
+    return default_isolation, "the engine's default (the table carries no level)"
+
+
+def resolve_loser(obs: Observation, log: Any) -> None:
+    """A loser that ended in an error that is no conflict (a timeout, a
+    dropped connection) may still have committed: the log decides. Only the
+    loser can have written v0+2 (the winner is v0+1), so its presence means
+    the loser committed, and the cell is judged as such."""
+    lo, v = obs.loser, len(SETUP) + 2
+    if lo.status != ERROR or log.latest_version is None or log.latest_version < v:
+        return
+    obs.loser = TxnResult(COMMITTED, lo.cls, f"reported {lo.cls}, but its commit is in the log at version {v}: "
+                          f"{lo.raw}", version=v, read_version=lo.read_version)
+
+
+def judged_cell(cell: C.Cell, obs: Observation) -> C.Cell:
+    """The cell at the level its table carried, which is what the spec's
+    expectation depends on, whatever level the cell asked for."""
+    if obs.level in ISOLATION_LEVELS and obs.level != cell.level:
+        return replace(cell, level=obs.level)
+    return cell
+
+
+def post_check(cell: C.Cell, obs: Observation, default_isolation: str,
+               reader_options: dict[str, str] | None = None) -> None:
+    """Runs in the worker, which owns the storage the cell's table is on."""
+    if cell.winner == C.CREATE or not obs.table or obs.observed() == "unsupported":
+        return
+    from checkers import serializability
+    from checkers.base import Verdict
+    from harness.deltalog import read_log
+
+    log = read_log(obs.table, reader_options)
+    if log.latest_version is not None:
+        obs.level, obs.level_source = carried_level(log, default_isolation)
+    resolve_loser(obs, log)
+    if not obs.controlled or obs.winner.status != COMMITTED:
+        return
+    cell = judged_cell(cell, obs)
+    obs.data_violation = check_data(cell, obs, log)
+    res = serializability.check(two_txn_history(cell, obs, default_isolation), log)
+    obs.checker_verdict = res.verdict.value
+    if res.verdict is Verdict.UNKNOWN:
+        obs.checker_note = res.explanation
+    if res.verdict is Verdict.INVALID:
+        obs.checker_anomalies = [f"{a.kind} ({a.claim}): {a.explanation[:400]}" for a in res.anomalies]
+
+
+# -- the worker ------------------------------------------------------------------
+
+
+class WorkerNotReady(Exception):
+    pass
+
+
+class CellWorker:
+    """A worker process running cells on one engine, with a per-cell timeout."""
+
+    def __init__(self, engine: str, logs: Path, root: Path | None = None):
+        self.engine, self.logs, self.root = engine, logs, root
+        self.proc: ManagedProcess | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.starts = 0
+
+    def _start(self) -> None:
+        self.starts += 1
+        self.lines = queue.Queue()
+        argv = python_argv("harness.matrices.conformance.worker", "--engine", self.engine,
+                           *(("--root", str(self.root)) if self.root else ()))
+        self.proc = ManagedProcess(f"conformance worker {self.starts}", argv,
+                                   self.logs / f"worker-{self.starts}.log", pipes=True).start()
+        out, lines = self.proc.proc.stdout, self.lines  # type: ignore[union-attr]
+
+        def pump() -> None:
+            for raw in out:  # type: ignore[union-attr]
+                lines.put(raw.decode())
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            ready = self.lines.get(timeout=WORKER_START_TIMEOUT_S)
+        except queue.Empty:
+            self.stop()
+            raise WorkerNotReady(f"the conformance worker did not start its nodes within "
+                                 f"{WORKER_START_TIMEOUT_S:.0f} s (see {self.logs})") from None
+        if ready is None or not json.loads(ready).get("ready"):
+            self.stop()
+            raise WorkerNotReady(f"the conformance worker died before it was ready (see {self.logs})")
+
+    def run(self, cell: C.Cell, root: Path, timeout: float) -> dict[str, Any]:
+        if self.proc is None or not self.proc.alive():
+            try:
+                self._start()
+            except WorkerNotReady as e:
+                return {"error": str(e)}
+        assert self.proc is not None and self.proc.proc is not None and self.proc.proc.stdin is not None
+        msg = json.dumps({"cell": cell.to_json(), "root": str(root)}) + "\n"
+        try:
+            self.proc.proc.stdin.write(msg.encode())
+            self.proc.proc.stdin.flush()
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            return {"error": f"no result within {timeout:.0f} s (worker replaced)", "timeout": True}
+        except BrokenPipeError:
+            line = None
+        if line is None:
+            self.stop()
+            return {"error": "the worker died (see logs/worker-*.log)"}
+        return json.loads(line)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop(grace=2.0)
+            self.proc = None
+
+    def finish(self, timeout: float = FINISH_TIMEOUT_S) -> None:
+        """End of input: the worker closes its backend (its nodes stop and
+        remove their scratch dirs) and exits; stop() only if it does not."""
+        p = self.proc.proc if self.proc is not None else None
+        if p is not None and p.poll() is None and p.stdin is not None:
+            try:
+                p.stdin.close()
+                p.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.stop()
+
+
+def _error_obs(text: str, timeout: bool = False) -> Observation:
+    cls = ErrorClass.TIMEOUT.value if timeout else ErrorClass.CRASH.value
+    r = TxnResult(ERROR, cls, text)
+    return Observation(r, r, controlled=False, control_note=text)
+
+
+def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CELL_TIMEOUT_S,
+              progress: Callable[[CellResult], None] | None = None, jobs: int = 1) -> list[CellResult]:
+    """Run `cells` in `jobs` workers at once, each with its own storage and
+    nodes (under root/job<i>/ when jobs > 1); results in the cells' order."""
+    if engine not in ENGINES:
+        raise HarnessError(f"no conformance backend for engine {engine!r}; available: {', '.join(ENGINES)}")
+    jobs = max(1, min(jobs, len(cells)))
+    todo: queue.Queue[tuple[int, C.Cell]] = queue.Queue()
+    for item in enumerate(cells):
+        todo.put(item)
+    results: dict[int, CellResult] = {}
+    lock = threading.Lock()
+
+    def job(home: Path) -> None:
+        tables, logs = home / "tables", home / "logs"
+        tables.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        worker = CellWorker(engine, logs, tables)
+        try:
+            while True:
+                try:
+                    i, cell = todo.get_nowait()
+                except queue.Empty:
+                    return
+                reply = worker.run(cell, tables, timeout)
+                if "obs" in reply:
+                    obs = Observation.from_json(reply["obs"])
+                else:
+                    obs = _error_obs(reply["error"], reply.get("timeout", False))
+                judged = judged_cell(cell, obs)
+                exp = C.expectation(judged)
+                verdict, why = judge(judged, exp, obs)
+                if judged.level != cell.level:
+                    why = "; ".join(filter(None, [f"judged at {judged.level}, the level the table carried "
+                                                  f"({obs.level_source}), not the {cell.level} the cell asked "
+                                                  "for (spec C13)", why]))
+                with lock:
+                    results[i] = CellResult(cell, exp, obs, verdict, why)
+                    if progress:
+                        progress(results[i])
+        finally:
+            worker.finish()
+
+    if jobs == 1:
+        job(root)
+    else:
+        threads = [threading.Thread(target=job, args=(root / f"job{j + 1}",), daemon=True) for j in range(jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [results[i] for i in sorted(results)]
+
+
+# -- report ----------------------------------------------------------------------
+
+
+def _ops(cell: C.Cell) -> str:
+    return " + ".join(sorted((cell.winner, cell.loser)))
+
+
+def render_markdown(engine: str, results: list[CellResult], seconds: float, versions: dict[str, str]) -> str:
+    counts = Counter(r.verdict for r in results)
+    lines = [f"# Conformance matrix: {engine} ({', '.join(f'{k} {v}' for k, v in versions.items())})", "",
+             f"{len(results)} cells in {seconds:.0f} s: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]),
+             "", "| claim | cells | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    per_claim: dict[str, Counter] = {}
+    for r in results:
+        per_claim.setdefault(r.expectation.claim, Counter())[r.verdict] += 1
+    for claim in sorted(per_claim, key=lambda c: (c[0], int(c[1:]) if c[1:].isdigit() else 0)):
+        n = per_claim[claim]
+        lines.append(f"| {claim} | {sum(n.values())} | " + " | ".join(str(n[v] or "") for v in VERDICTS) + " |")
+    lines += ["", "## Deviations, by claim", ""]
+    devs = [r for r in results if r.verdict not in ("conforms",)]
+    by_claim: dict[str, list[CellResult]] = {}
+    for r in devs:
+        by_claim.setdefault(r.expectation.claim, []).append(r)
+    for claim in sorted(by_claim):
+        lines.append(f"- **{claim}** ({len(by_claim[claim])}):")
+        for r in by_claim[claim]:
+            why = r.why if len(r.why) <= 300 else r.why[:300] + " ..."
+            lines.append(f"  - `{r.cell.id}`: {r.verdict}: {why}")
+    if not devs:
+        lines.append("none")
+    ambiguous: dict[str, list[CellResult]] = {}
+    for r in results:
+        if r.expectation.ambiguous:
+            ambiguous.setdefault(r.expectation.ambiguous, []).append(r)
+    if ambiguous:
+        lines += ["", "## Cells the spec leaves ambiguous", "",
+                  "Judged as \"can conflict\": either outcome conforms, the data and the class are still checked.", ""]
+        for why, rs in ambiguous.items():
+            lines.append(f"- {why} ({len(rs)}): " + ", ".join(f"`{r.cell.id}`" for r in rs[:12])
+                         + (f", and {len(rs) - 12} more" if len(rs) > 12 else ""))
+    lines += ["", "## All cells", "",
+              "| claim | operations | order | level | layout | expected | observed | checker | verdict |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        c = r.cell
+        layout = c.layout + (" + DV" if c.dv else "")
+        level = judged_cell(c, r.obs).level
+        level = level if level == c.level else f"{level} (asked {c.level})"
+        lines.append(f"| {r.expectation.claim} | {_ops(c)} | {c.winner} first | {level} | {layout} | "
+                     f"{r.expectation.outcome.value} | {r.obs.observed()} | {r.obs.checker_verdict or '-'} | "
+                     f"{r.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(root: Path, engine: str, results: list[CellResult], seconds: float) -> None:
+    from harness.engines import make_engine
+
+    versions = make_engine(engine).versions()
+    doc = {"engine": engine, "versions": versions, "seconds": round(seconds, 1),
+           "counts": dict(Counter(r.verdict for r in results)), "cells": [r.to_json() for r in results]}
+    (root / "conformance.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (root / "conformance.md").write_text(render_markdown(engine, results, seconds, versions))
+
+
+def select(cells: list[C.Cell], pattern: str | None) -> list[C.Cell]:
+    if not pattern:
+        return cells
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise HarnessError(f"--cells: bad regular expression {pattern!r}: {e}") from None
+    chosen = [c for c in cells if rx.search(c.id)]
+    if not chosen:
+        raise HarnessError(f"--cells {pattern!r} matches no cell (ids look like {cells[0].id})")
+    return chosen
+
+
+def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout: float = CELL_TIMEOUT_S,
+                    verbose: bool = True, jobs: int = 1) -> int:
+    """The whole matrix (or the cells matching `pattern`); exit 1 on any
+    safety deviation, 3 if any cell could not be judged."""
+    # Only engines with a conformance backend (not spark-connect: the cells
+    # start their own nodes).
+    if engine not in ENGINES:
+        raise HarnessError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    cells = select(C.all_cells(), pattern)
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+
+    def progress(r: CellResult) -> None:
+        if verbose and r.verdict != "conforms":
+            print(f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
+                  f"observed {r.obs.observed()})", file=sys.stderr)
+
+    results = run_cells(engine, cells, root, timeout, progress, jobs)
+    seconds = time.monotonic() - t0
+    write_report(root, engine, results, seconds)
+    counts = Counter(r.verdict for r in results)
+    print(f"conformance {engine}: {len(results)} cells in {seconds:.0f} s: "
+          + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]))
+    print(f"report: {root / 'conformance.md'}")
+    return exit_code(counts)
+
+
+def exit_code(counts: Counter[str]) -> int:
+    """As `check`: 1 only for a safety deviation; a matrix with cells the
+    harness could not judge (uncontrolled, error, unjudged) is no clean
+    pass (3)."""
+    if counts[SAFETY]:
+        return 1
+    if counts[UNCONTROLLED] or counts[V_ERROR] or counts[UNJUDGED]:
+        return 3
+    return 0
+
+
+# -- command line ----------------------------------------------------------------
+
+
+def add_parser(sub: Any) -> None:
+    """`delta-jepsen conformance` (registered by harness.cli)."""
+    c = sub.add_parser("conformance", help="deterministic two-transaction conflict schedules per spec claim, "
+                       "as conformance.md / conformance.json; exit 1 on a safety deviation, 3 if a cell could not be judged")
+    c.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINES)} (default delta-rs)")
+    c.add_argument("--cells", default=None, help="only the cells whose id matches this regular expression, "
+                   "e.g. 'unpartitioned/Serializable/insert>'")
+    c.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default 90)")
+    c.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
+    c.add_argument("--jobs", type=int, default=1, help="workers at once, each with its own storage and nodes "
+                   "(default 1)")
+
+
+def cmd_conformance(args: Any) -> int:
+    from harness.run.results import results_root
+
+    if args.cell_timeout <= 0:
+        raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
+    if args.jobs < 1:
+        raise HarnessError(f"--jobs must be >= 1: {args.jobs!r}")
+    root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return run_conformance(args.engine, root, args.cells, args.cell_timeout, jobs=args.jobs)

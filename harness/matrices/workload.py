@@ -1,0 +1,212 @@
+"""`delta-jepsen matrix`: one timed run per (workload, engine, isolation level),
+summarised as the README's workload matrix.
+
+Each cell is an ordinary `delta-jepsen run` in its own process (its own
+storage server, engine nodes and run folder, so a cell that hangs or crashes
+cannot take the others with it); the matrix reads back each cell's
+results.json. Output: matrix.md (the table) and matrix.json next to the cell
+runs, and the table on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core.history import ErrorClass
+from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess, install_signal_handlers, python_argv
+
+# A cell's run has its own op timeouts; this bounds setup, teardown and the
+# check on top of the time limit.
+CELL_SLACK_S = 420.0
+
+
+@dataclass
+class Cell:
+    workload: str
+    engine: str
+    isolation: str
+    supported: str = "?"  # yes / partial (...) / no
+    verdict: str = "?"
+    ops_per_s: float | None = None
+    conflict_rate: float | None = None
+    error_classes: dict[str, int] = field(default_factory=dict)
+    anomalies: list[str] = field(default_factory=list)
+    run_dir: str | None = None
+    repro: str | None = None
+    note: str = ""
+
+
+def _supported(h: dict[str, Any]) -> str:
+    by_f = h.get("by_f", {})
+    unsupported = {f: c.get("unsupported", 0) for f, c in h.get("error_classes_by_f", {}).items()}
+    none = sorted(f for f, n in unsupported.items() if n and n == by_f.get(f))
+    some = sorted(f for f, n in unsupported.items() if n and n != by_f.get(f))
+    tested = [f for f in by_f if f not in none]
+    if none and not [f for f in tested if f != "read"]:
+        return "no (" + ", ".join(none) + " unsupported)"
+    if none or some:
+        return "partial (" + ", ".join(none + some) + " unsupported)"
+    return "yes"
+
+
+def _cell_from_results(cell: Cell, run_dir: Path) -> None:
+    doc = json.loads((run_dir / "results.json").read_text())
+    h = doc["history"]
+    cell.run_dir = str(run_dir)
+    cell.repro = doc.get("repro")
+    cell.verdict = doc["verdict"].upper()
+    cell.ops_per_s = h.get("ops_per_s")
+    cell.conflict_rate = h.get("conflict_rate")
+    cell.error_classes = h.get("error_classes", {})
+    cell.supported = _supported(h)
+    cell.anomalies = sorted({f"{a['kind']}" + (f" ({a['claim']})" if a.get("claim") else "")
+                             for c in doc["checkers"] for a in c.get("anomalies", [])})
+    unknown = [c["checker"] for c in doc["checkers"] if c["verdict"] == "unknown"]
+    refused = (doc.get("run") or {}).get("refused")
+    if refused:
+        cell.supported = "no (table refused)"
+        cell.note = "refused: " + refused.splitlines()[0][:200]
+    elif unknown:
+        cell.note = "unknown: " + ", ".join(unknown)
+
+
+class _Cells:
+    """The cell runs in flight: on Ctrl-C or SIGTERM each gets SIGINT (a run
+    then stops its workers, nodes and storage itself), then SIGKILL."""
+
+    def __init__(self) -> None:
+        self.live: set[ManagedProcess] = set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def interrupt(self, grace: float = 60.0) -> None:
+        self.stopping.set()
+        with self.lock:
+            procs = list(self.live)
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError, TypeError):
+                pass
+        for p in procs:
+            try:
+                if p.proc is not None:
+                    p.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+            p.kill()
+
+
+def run_cell(cell: Cell, root: Path, time_limit: float, concurrency: int, storage: str, seed: int,
+             cells: _Cells | None = None) -> Cell:
+    cells = cells or _Cells()
+    if cells.stopping.is_set():
+        cell.verdict, cell.note = "SKIPPED", "interrupted"
+        return cell
+    argv = python_argv("harness.cli", "run", "--workload", cell.workload, "--engine", cell.engine,
+                       "--isolation", cell.isolation, "--storage", storage, "--concurrency", str(concurrency),
+                       "--time-limit", f"{time_limit:g}", "--seed", str(seed), "--results-dir", str(root / "cells"),
+                       "--no-progress")
+    log = root / "logs" / f"{cell.workload}-{cell.engine}-{cell.isolation}.log"
+    proc = ManagedProcess(f"cell {cell.workload} {cell.engine} {cell.isolation}", argv, log).start()
+    with cells.lock:
+        cells.live.add(proc)
+    if cells.stopping.is_set():  # interrupted while this cell was starting
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        assert proc.proc is not None
+        proc.proc.wait(time_limit + CELL_SLACK_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        cell.verdict, cell.note = "HUNG", f"no result within {time_limit + CELL_SLACK_S:.0f} s"
+        return cell
+    finally:
+        with cells.lock:
+            cells.live.discard(proc)
+    code = proc.proc.returncode
+    proc.kill()  # reaps, closes the log
+    text = log.read_text(errors="replace")
+    m = re.search(r"^run: (\S+)", text, re.M)
+    if m and (Path(m.group(1)) / "results.json").is_file():
+        _cell_from_results(cell, Path(m.group(1)))
+    else:
+        last = (text.strip().splitlines() or ["no output"])[-1]
+        cell.verdict, cell.note = "ERROR", f"exit {code}: {last[:200]}"
+    return cell
+
+
+def _classes(c: Cell) -> str:
+    if not c.error_classes:
+        return "none"
+    parts = []
+    for k, v in sorted(c.error_classes.items(), key=lambda kv: -kv[1]):
+        try:
+            claim = ErrorClass(k).claim
+        except ValueError:
+            claim = None
+        parts.append(f"{k}{' (' + claim + ')' if claim else ''} x{v}")
+    return ", ".join(parts)
+
+
+def render(cells: list[Cell], time_limit: float, concurrency: int, storage: str) -> str:
+    lines = [f"Each cell: `delta-jepsen run` for {time_limit:g} s at concurrency {concurrency}, storage {storage}.",
+             "",
+             "| workload | engine | isolation | supported | verdict | ops/s | conflict rate | error classes seen | anomalies |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        rate = f"{100 * c.conflict_rate:.1f}%" if c.conflict_rate is not None else "n/a"
+        ops = f"{c.ops_per_s:.1f}" if c.ops_per_s is not None else "n/a"
+        verdict = c.verdict + (f" ({c.note})" if c.note else "")
+        lines.append(f"| {c.workload} | {c.engine} | {c.isolation} | {c.supported} | {verdict} | {ops} | {rate} | "
+                     f"{_classes(c)} | {', '.join(c.anomalies) or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_matrix(workloads: list[str], engines: list[str], levels: list[str], time_limit: float, concurrency: int,
+               storage: str, jobs: int, root: Path, seed: int) -> int:
+    cells = [Cell(w, e, lvl) for w in workloads for e in engines for lvl in levels]
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"matrix: {len(cells)} cells, {jobs} at a time, into {root}", file=sys.stderr)
+    t0 = time.monotonic()
+    done = 0
+    running = _Cells()
+    install_signal_handlers()
+
+    def one(cell: Cell) -> Cell:
+        nonlocal done
+        run_cell(cell, root, time_limit, concurrency, storage, seed, running)
+        done += 1
+        print(f"  [{done}/{len(cells)}] {cell.workload} {cell.engine} {cell.isolation}: {cell.verdict} "
+              f"{cell.supported} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+        return cell
+
+    pool = ThreadPoolExecutor(jobs)
+    try:
+        list(pool.map(one, cells))
+    except KeyboardInterrupt:
+        running.interrupt()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
+    table = render(cells, time_limit, concurrency, storage)
+    (root / "matrix.md").write_text(table)
+    (root / "matrix.json").write_text(json.dumps([asdict(c) for c in cells], indent=2) + "\n")
+    print(table, end="")
+    bad = [c for c in cells if c.verdict in ("ERROR", "HUNG")]
+    if bad:
+        raise HarnessError(f"{len(bad)} cell(s) did not produce a result, e.g. {bad[0].workload} {bad[0].engine}: "
+                           f"{bad[0].note}")
+    return 1 if any(c.verdict == "INVALID" for c in cells) else 0
+

@@ -1,0 +1,423 @@
+"""The runner: composes storage, engine nodes, client workers, the workload's
+generator and the history into one run, then stops everything.
+
+Jepsen's process semantics: each of `concurrency` slots runs one logical
+process at a time. An op whose outcome is unknown (timeout, crash,
+indeterminate error) is recorded `info`, and the slot continues under a new
+process id (old id + concurrency) with a fresh worker process, because the
+old process may still have that op in flight.
+"""
+
+from __future__ import annotations
+
+import random
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkers.exception_classes import NAME as EXCEPTION_CLASSES
+from harness.run.workers import OpTimeout, Worker, WorkerDied
+from harness.deltalog import copy_table
+from harness.engines import make_engine, parse_engine_list
+from harness.engines.base import Engine, Node
+from harness.core.table import TableSpec
+from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
+from harness.core.errors import HarnessError
+from harness.run.progress import Progress
+from harness.run.plan import RunSpec, package_versions
+from harness.run.storage import LocalStorage, open_storage
+from harness.core.storage import Storage
+from nemeses import make_nemeses
+from nemeses.base import NemesisContext
+from harness.run.cluster import RunCluster
+from nemeses.schedule import NemesisSchedule
+from workloads import make_workload
+from workloads.base import OpSpec, SlotGenerator, Workload
+
+WORKER_START_TIMEOUT = 90.0
+NODE_START_TIMEOUT = 60.0
+SETUP_TIMEOUT = 60.0
+TABLE_DIR = "table"
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    interrupted: bool
+    counts: dict[str, int]
+    elapsed: float  # seconds of the workload phase
+    fatal: str | None = None
+    # The engine would not create the table the run asked for (e.g. an
+    # isolation level it does not accept): nothing could be tested.
+    refused: str | None = None
+
+
+class TableRefused(Exception):
+    """create-table failed as unsupported: the run ends, its verdict unknown."""
+
+
+@dataclass
+class _Slot:
+    index: int
+    process: int
+    node: Node
+    worker: Worker | None = None
+    gen: SlotGenerator | None = None
+    spawned: int = 0
+
+
+@dataclass
+class _Shared:
+    go: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    ready: int = 0
+    fatal: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Runner:
+    def __init__(self, spec: RunSpec, run_dir: Path, progress: Progress | None = None):
+        self.spec = spec
+        self.run_dir = run_dir
+        self.logs_dir = run_dir / "logs"
+        self.progress = progress or Progress(spec.time_limit, enabled=False)
+        self.workload: Workload = make_workload(spec.workload, spec.seed, spec.isolation)
+        # A mixed-engine run lists several engines; the first creates the table.
+        remotes = spec.spark_remote.split(",") if spec.spark_remote else None
+        self.engines: list[Engine] = [make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars,
+                                                  progress=self.progress.message, remotes=remotes)
+                                      for n in parse_engine_list(spec.engine)]
+        self.engine: Engine = self.engines[0]
+        self.node_engine: dict[str, Engine] = {}
+        self.table: TableSpec = self.workload.table()
+        self.history = HistoryWriter(run_dir / "history.jsonl")
+        self.shared = _Shared()
+        self.storage: Storage | None = None
+        self.table_uri = ""
+        self.nodes: list[Node] = []
+        self.slots: list[_Slot] = []
+        self.threads: list[threading.Thread] = []
+        self.barrier: threading.Barrier | None = None
+        self.nemeses = make_nemeses(spec.nemesis, spec.storage)
+        # Extra environment for workers spawned for a node (the clock nemesis).
+        self.node_env: dict[str, dict[str, str]] = {}
+        self.cluster: RunCluster | None = None
+        self.schedule: NemesisSchedule | None = None
+
+    # -- workers -----------------------------------------------------------
+
+    def _spawn(self, process: int | str, node: Node) -> Worker:
+        assert self.storage is not None
+        engine = self.node_engine.get(node.name, self.engine)
+        cfg = engine.client_config(node, process, self.storage, self.table_uri, self.spec.op_timeout)
+        return Worker(
+            cfg,
+            self.spec.workload,
+            self.spec.seed,
+            self.spec.isolation,
+            self.table,
+            self.logs_dir / f"worker-{process}.log",
+            extra_env=self.node_env.get(node.name),
+        ).start(WORKER_START_TIMEOUT)
+
+    def _execute(self, slot: _Slot, op: OpSpec) -> None:
+        """Invoke one op on the slot's worker and record its completion."""
+        assert slot.worker is not None
+        rec = self.history.record
+        rec(process=slot.process, type=INVOKE, f=op.f, id=op.id, value=op.value, node=slot.node.name)
+        try:
+            reply = slot.worker.call(op.to_json(), self.spec.op_timeout)
+        except OpTimeout as e:
+            slot.worker.kill()
+            rec(process=slot.process, type=INFO, f=op.f, id=op.id, value=op.value, node=slot.node.name,
+                error=OpError(ErrorClass.TIMEOUT, str(e)))
+            self._retire(slot, killed=True)
+            return
+        except (WorkerDied, OSError, ValueError) as e:  # pipe gone mid-call: a crash
+            rec(process=slot.process, type=INFO, f=op.f, id=op.id, value=op.value, node=slot.node.name,
+                error=OpError(ErrorClass.CRASH, str(e)))
+            self._retire(slot, killed=True)
+            return
+        kind = reply.get("type", INFO)
+        err = OpError.from_json(reply["error"]) if reply.get("error") else None
+        value = reply.get("value") if kind == OK and reply.get("value") is not None else op.value
+        rec(process=slot.process, type=kind, f=op.f, id=op.id, value=value, version=reply.get("version"),
+            node=slot.node.name, error=err)
+        if kind == INFO:
+            self._retire(slot, killed=False)
+
+    def _retire(self, slot: _Slot, killed: bool) -> None:
+        if slot.worker is not None and not killed:
+            slot.worker.stop()
+        elif slot.worker is not None:
+            slot.worker.kill()
+        slot.worker = None
+        slot.process += self.spec.concurrency
+
+    # -- slots -------------------------------------------------------------
+
+    def _slot_main(self, slot: _Slot, barrier: threading.Barrier, final: bool) -> None:
+        sh = self.shared
+        slot.gen = SlotGenerator(self.spec.seed, slot.index)
+        try:
+            try:
+                slot.worker = self._spawn(slot.process, slot.node)
+            except HarnessError as e:
+                with sh.lock:
+                    sh.fatal = sh.fatal or str(e)
+                sh.stop.set()
+                return
+            with sh.lock:
+                sh.ready += 1
+            sh.go.wait()
+            while not sh.stop.is_set():
+                if slot.worker is None and not self._respawn(slot):
+                    continue
+                self._execute(slot, self.workload.next_op(slot.gen))
+            # Quiesce: every slot has finished its in-flight op before any
+            # final read starts.
+            barrier.wait(self.spec.op_timeout + WORKER_START_TIMEOUT)
+            if final and not sh.fatal:
+                for op in self.workload.final_ops(slot.gen):
+                    if slot.worker is None and not self._respawn(slot, retries=3):
+                        break
+                    self._execute(slot, op)
+        except threading.BrokenBarrierError:
+            pass
+        finally:
+            # Workers die with the thread that spawned them (PDEATHSIG), so
+            # each slot stops its own worker before its thread ends.
+            if slot.worker is not None:
+                slot.worker.stop()
+                slot.worker = None
+
+    def _respawn(self, slot: _Slot, retries: int | None = None) -> bool:
+        tries = 0
+        while retries is None or tries < retries:
+            tries += 1
+            try:
+                slot.worker = self._spawn(slot.process, slot.node)
+                return True
+            except HarnessError as e:
+                self.progress.message(f"slot {slot.index}: {e}; retrying")
+                if self.shared.stop.wait(1.0) and retries is None:
+                    return False
+        return False
+
+    # -- the run -----------------------------------------------------------
+
+    def _setup_table(self) -> None:
+        """Create the table through the engine under test, then run the
+        workload's setup ops (e.g. an initial load), recorded as process 'setup'."""
+        node = self.nodes[0]
+        worker = self._spawn("setup", node)
+        try:
+            # The engine and its default isolation level ride in the history:
+            # checkers judge commits by the level the table carried, and need
+            # the default when it carried none (spec C13).
+            value = {**self.table.to_json(), "engine": self.engine.name,
+                     "default_isolation": self.engine.capabilities.default_isolation,
+                     "row_key": self.workload.row_key, "predicate_column": self.workload.predicate_column,
+                     "strict_exceptions": self.spec.strict_exceptions}
+            if len(self.engines) > 1:
+                # Which engine each node runs, and each engine's default level:
+                # a commit carrying no level is judged by its committer's default.
+                value["node_engines"] = {n.name: self.node_engine[n.name].name for n in self.nodes}
+                value["default_isolation_by_engine"] = {
+                    e.name: e.capabilities.default_isolation for e in self.engines}
+            gen = SlotGenerator(self.spec.seed, "setup")
+            ops = [OpSpec("create-table", gen.next_id(), value), *self.workload.setup_ops(gen)]
+            for op in ops:
+                self._setup_op(worker, node, op)
+        finally:
+            worker.stop()
+
+    def _setup_op(self, worker: Worker, node: Node, op: OpSpec) -> None:
+        rec = self.history.record
+        rec(process="setup", type=INVOKE, f=op.f, id=op.id, value=op.value, node=node.name)
+        try:
+            # Setup is not under test: it gets a generous timeout even when
+            # ops get a tiny one.
+            reply = worker.call(op.to_json(), max(self.spec.op_timeout, SETUP_TIMEOUT))
+        except (OpTimeout, WorkerDied) as e:
+            raise HarnessError(f"setup op {op.f} failed: {e}") from None
+        err = OpError.from_json(reply["error"]) if reply.get("error") else None
+        rec(process="setup", type=reply["type"], f=op.f, id=op.id, value=reply.get("value"),
+            version=reply.get("version"), node=node.name, error=err)
+        if reply["type"] != OK and op.f == "create-table" and err is not None and err.cls is ErrorClass.UNSUPPORTED:
+            raise TableRefused(err.raw)
+        if reply["type"] != OK:
+            what = "creating the table" if op.f == "create-table" else f"setup op {op.f}"
+            raise HarnessError(f"{what} failed: {err.raw if err else reply}")
+
+    def _write_spec(self) -> None:
+        assert self.storage is not None
+        doc = {
+            "spec": self.spec.to_json(),
+            "repro": self.spec.repro_command(),
+            "storage": self.storage.describe(),
+            "table_uri": self.table_uri if self.storage.kind != "s3" else "embedded:" + self.table_uri,
+            "table": self.table.to_json(),
+            "checkers": [*self.workload.checkers, EXCEPTION_CLASSES],
+            "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
+            "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
+            "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},
+            "nodes": [{"name": n.name, "engine": n.engine, "url": n.url, "pid": n.pid, "log": n.log}
+                      for n in self.nodes],
+            "versions": package_versions({k: v for e in self.engines for k, v in e.versions().items()}),
+        }
+        (self.run_dir / "spec.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+    def run(self) -> RunOutcome:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        interrupted = False
+        refused: str | None = None
+        elapsed = 0.0
+        try:
+            try:
+                self.storage = open_storage(
+                    self.spec.storage,
+                    self.run_dir,
+                    local_root=self.spec.local_root,
+                    s3_endpoint=self.spec.s3_endpoint,
+                    s3_bucket=self.spec.s3_bucket,
+                    prefix=f"{self.run_dir.parent.name}/{self.run_dir.name}/",
+                    proxy=self.spec.s3_proxy,
+                    proxy_seed=self.spec.seed,
+                )
+                self.table_uri = self.storage.table_uri(TABLE_DIR)
+                self.progress.message(f"storage: {self.storage.kind}  table: {self.table_uri}")
+                self.nodes = self._start_nodes()
+                self._write_spec()
+                self._setup_table()
+                elapsed = self._run_workload()
+            except TableRefused as e:
+                refused = str(e)
+                self.progress.message(f"the engine refused the table: {refused.splitlines()[0]}")
+            except KeyboardInterrupt:
+                interrupted = True
+                self.progress.message("interrupted: stopping workers, nodes and storage")
+                self._abort()
+        finally:
+            self._teardown()
+        return RunOutcome(self.run_dir, interrupted, dict(self.history.counts), elapsed, self.shared.fatal, refused)
+
+    def _start_nodes(self) -> list[Node]:
+        """Nodes split evenly over the engines, in engine order (slots take
+        nodes round-robin, so each engine serves its share of the slots)."""
+        assert self.storage is not None
+        count = max(self.spec.nodes, len(self.engines))
+        per = [count // len(self.engines) + (i < count % len(self.engines)) for i in range(len(self.engines))]
+        nodes: list[Node] = []
+        for engine, n in zip(self.engines, per):
+            for node in engine.start_nodes(n, self.storage, self.logs_dir, NODE_START_TIMEOUT, first=len(nodes) + 1):
+                node.engine = engine.name
+                self.node_engine[node.name] = engine
+                nodes.append(node)
+        # Interleave engines so that slots 0, 1, ... alternate between them.
+        by_engine = [[n for n in nodes if n.engine == e.name] for e in self.engines]
+        return [n for group in zip(*by_engine) for n in group] + [
+            n for group in by_engine for n in group[min(map(len, by_engine)):]]
+
+    def _run_workload(self) -> float:
+        sh = self.shared
+        n = self.spec.concurrency
+        barrier = self.barrier = threading.Barrier(n)
+        self.slots = [_Slot(i, i, self.nodes[i % len(self.nodes)]) for i in range(n)]
+        # One final read per node: each node's view of the final state.
+        finals = {min(s.index for s in self.slots if s.node is node) for node in self.nodes if any(s.node is node for s in self.slots)}
+        self.threads = [
+            threading.Thread(target=self._slot_main, args=(s, barrier, s.index in finals), name=f"slot-{s.index}", daemon=True)
+            for s in self.slots
+        ]
+        for t in self.threads:
+            t.start()
+        deadline = time.monotonic() + WORKER_START_TIMEOUT + 10
+        while sh.ready < n and not sh.stop.is_set():
+            if time.monotonic() > deadline:
+                sh.fatal = "client workers did not start in time"
+                sh.stop.set()
+            self.progress.update("starting", 0.0, self.history.counts)
+            time.sleep(0.05)
+        if sh.fatal:
+            barrier.abort()
+            sh.go.set()
+            self._join()
+            raise HarnessError(sh.fatal)
+        t0 = time.monotonic()
+        sh.go.set()
+        self._start_nemeses()
+        while (elapsed := time.monotonic() - t0) < self.spec.time_limit and not sh.stop.is_set():
+            self.progress.update("running", elapsed, self.history.counts)
+            time.sleep(0.2)
+        elapsed = time.monotonic() - t0
+        # Every fault is healed before the slots quiesce for the final phase.
+        self.progress.update("healing", elapsed, self.history.counts)
+        self._heal_nemeses()
+        sh.stop.set()
+        while any(t.is_alive() for t in self.threads):
+            self.progress.update("final", time.monotonic() - t0, self.history.counts)
+            time.sleep(0.2)
+        self.progress.update("done", elapsed, self.history.counts)
+        return elapsed
+
+    def _start_nemeses(self) -> None:
+        if not self.nemeses:
+            return
+
+        assert self.storage is not None
+        self.cluster = RunCluster(self.nodes, self.slots, self.node_engine, self.node_env, self.storage,
+                                  self.logs_dir, NODE_START_TIMEOUT)
+        ctx = NemesisContext(random.Random(f"{self.spec.seed}/nemesis"), self.cluster, self.storage.proxy,
+                             self.storage.kind)
+        self.schedule = NemesisSchedule(self.nemeses, ctx, self.history.record, self.spec.nemesis_interval).start()
+
+    def _heal_nemeses(self) -> None:
+        """Idempotent: proxy rules removed, paused processes continued, dead
+        server nodes restarted (also on Ctrl-C, from teardown)."""
+        if self.schedule is not None:
+            self.schedule.stop_and_heal()
+
+    def _abort(self) -> None:
+        self._heal_nemeses()
+        self.shared.stop.set()
+        self.shared.go.set()
+        if self.barrier is not None:
+            self.barrier.abort()  # no final phase after an abort
+        for s in self.slots:
+            w = s.worker
+            if w is not None:
+                w.crash()  # unblocks the slot thread: its op is recorded info
+        self._join()
+
+    def _join(self) -> None:
+        for t in self.threads:
+            t.join(self.spec.op_timeout + 15)
+
+    def _teardown(self) -> None:
+        try:
+            self._abort()
+            if self.storage is not None and self.table_uri:
+                self._snapshot_table()
+        finally:
+            for engine in self.engines:
+                engine.stop_nodes()
+            if self.cluster is not None:
+                self.cluster.close()
+            if self.storage is not None:
+                self.storage.stop()
+            self.history.close()
+
+    def _snapshot_table(self) -> None:
+        """Copy the table (log and data) into the run folder: the evidence the
+        checkers use, re-checkable after the storage is gone."""
+        assert self.storage is not None
+        dest = self.run_dir / TABLE_DIR
+        if isinstance(self.storage, LocalStorage) and Path(self.table_uri).resolve() == dest.resolve():
+            return
+        try:
+            copy_table(self.table_uri, dest, self.storage.reader_options())
+        except Exception as e:  # the run's history is still worth keeping
+            self.progress.message(f"could not snapshot the table: {e}")

@@ -1,0 +1,131 @@
+"""Controller-side handles on client worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.engines.base import ClientConfig
+from harness.core.table import TableSpec
+from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess, python_argv
+from harness.run.worker_main import CONFIG_ENV, STOP
+
+
+class WorkerDied(Exception):
+    pass
+
+
+class OpTimeout(Exception):
+    pass
+
+
+class Worker:
+    """One worker process. `call` sends an op and waits for its reply."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        workload: str,
+        seed: int,
+        isolation: str | None,
+        table: TableSpec,
+        log_path: Path,
+        extra_env: dict[str, str] | None = None,
+    ):
+        self.config = config
+        self.process = config.process
+        self.node = config.node
+        payload = {
+            "client": config.to_json(),
+            "workload": workload,
+            "seed": seed,
+            "isolation": isolation,
+            "table": table.to_json(),
+        }
+        # Credentials reach the worker through its environment, never argv.
+        env = {**os.environ, **(extra_env or {}), CONFIG_ENV: json.dumps(payload), "PYTHONUNBUFFERED": "1"}
+        self.proc = ManagedProcess(f"worker-{config.process}", python_argv("harness.run.worker_main"), log_path, env=env, pipes=True)
+        self._buf = b""
+        self._sel: selectors.BaseSelector | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def start(self, timeout: float) -> "Worker":
+        self.proc.start()
+        assert self.proc.proc is not None and self.proc.proc.stdout is not None
+        os.set_blocking(self.proc.proc.stdout.fileno(), False)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.proc.stdout, selectors.EVENT_READ)
+        try:
+            msg = self._recv(timeout)
+        except (OpTimeout, WorkerDied) as e:
+            self.kill()
+            raise HarnessError(f"client worker {self.process} did not start: {e} (log: {self.proc.log_path})") from None
+        if not msg.get("ready"):
+            self.kill()
+            raise HarnessError(f"client worker {self.process} could not open its session: {msg.get('error')}")
+        return self
+
+    def _recv(self, timeout: float) -> dict[str, Any]:
+        if self._sel is None or self.proc.proc is None:
+            raise WorkerDied("worker already stopped")
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OpTimeout(f"no reply within {timeout:.1f}s")
+            if not self._sel.select(left):
+                continue
+            chunk = self.proc.proc.stdout.read()  # type: ignore[union-attr]
+            if not chunk:
+                if chunk is None:
+                    continue
+                raise WorkerDied(f"worker exited (code {self.proc.proc.poll()})")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return json.loads(line)
+
+    def call(self, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self.proc.proc is not None and self.proc.proc.stdin is not None
+        try:
+            self.proc.proc.stdin.write(json.dumps(op, separators=(",", ":")).encode() + b"\n")
+            self.proc.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerDied(f"worker gone: {e}") from None
+        return self._recv(timeout)
+
+    def alive(self) -> bool:
+        return self.proc.alive()
+
+    def kill(self) -> None:
+        """Kill and clean up; only from the thread that owns this worker."""
+        self._close_selector()
+        self.proc.kill()
+
+    def crash(self) -> None:
+        """SIGKILL only, safe from any thread: the owner's pending call then
+        raises WorkerDied and the owner cleans up."""
+        self.proc.signal_kill()
+
+    def stop(self, grace: float = 5.0) -> None:
+        if self.proc.alive() and self.proc.proc is not None and self.proc.proc.stdin is not None:
+            try:
+                self.proc.proc.stdin.write(json.dumps({"f": STOP}).encode() + b"\n")
+                self.proc.proc.stdin.flush()
+                self.proc.proc.wait(grace)
+            except Exception:
+                pass
+        self._close_selector()
+        self.proc.stop(grace=1.0)
+
+    def _close_selector(self) -> None:
+        if self._sel is not None:
+            self._sel.close()
+            self._sel = None
