@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from checkers import atomicity, bank, duplicates, durability, log_sanity, read_validity, serializability
-from checkers import list_append, unique_key
-from checkers import compaction, partitions
-from checkers import app_txn, metadata
-from checkers import create_race
-from checkers import exception_classes
+from checkers import (
+    app_txn,
+    atomicity,
+    bank,
+    compaction,
+    create_race,
+    duplicates,
+    durability,
+    exception_classes,
+    list_append,
+    log_sanity,
+    metadata,
+    partitions,
+    read_validity,
+    serializability,
+    unique_key,
+)
 from checkers.base import CheckerFn
 
 CHECKERS: dict[str, CheckerFn] = {

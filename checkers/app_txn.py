@@ -28,12 +28,13 @@ stats, not safety violations.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import pairwise
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import commit_op_id, fmt_ids, table_facts
-from harness.deltalog import TransactionLog
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
+from harness.deltalog import TransactionLog
 
 NAME = "app-txn"
 
@@ -64,7 +65,9 @@ def _overlaps(a: Op, b: Op) -> bool:
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; app transactions cannot be judged.")
+        return CheckResult(
+            NAME, Verdict.UNKNOWN, "The table has no readable versions; app transactions cannot be judged."
+        )
     by_id = {op.id: op for op in history.ops()}
     writes = [op for op in history.client_ops() if _pair(op) is not None]
 
@@ -103,26 +106,41 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             continue
         duplicated.add(pair)
         ops = [owner.get(v) for v in vs]
-        concurrent = any(a and b and _overlaps(a, b) for a, b in zip(ops, ops[1:]))
-        anomalies.append(Anomaly(
-            "duplicate-application", "E5",
-            f"The rows of app {pair[0]!r} txn version {pair[1]} ({fmt_ids(sorted(ids))}) were committed at "
-            f"{len(vs)} versions ({', '.join(map(str, vs))}) by op(s) "
-            f"{', '.join(o.id if o else '?' for o in ops)}: an idempotent write applied more than once"
-            + (" by writers running concurrently with one app id (they must conflict, spec E5)." if concurrent
-               else " (a write whose version the app had already committed must be skipped)."),
-            ops=[o.id for o in ops if o], versions=vs, rows=sorted(ids)))
+        concurrent = any(a and b and _overlaps(a, b) for a, b in pairwise(ops))
+        anomalies.append(
+            Anomaly(
+                "duplicate-application",
+                "E5",
+                f"The rows of app {pair[0]!r} txn version {pair[1]} ({fmt_ids(sorted(ids))}) were committed at "
+                f"{len(vs)} versions ({', '.join(map(str, vs))}) by op(s) "
+                f"{', '.join(o.id if o else '?' for o in ops)}: an idempotent write applied more than once"
+                + (
+                    " by writers running concurrently with one app id (they must conflict, spec E5)."
+                    if concurrent
+                    else " (a write whose version the app had already committed must be skipped)."
+                ),
+                ops=[o.id for o in ops if o],
+                versions=vs,
+                rows=sorted(ids),
+            )
+        )
     newest: dict[str, tuple[int, int]] = {}  # app -> (txn version, log version)
     for v, app, ver in txn_commits:
         prev = newest.get(app)
         if prev is not None and ver <= prev[0] and added_at.get(v) and (app, ver) not in duplicated:
             o = owner.get(v)
-            anomalies.append(Anomaly(
-                "txn-version-regression", "E5",
-                f"Version {v}{' (op ' + o.id + ')' if o else ''} added {len(added_at[v])} row(s) under app "
-                f"{app!r} txn version {ver}, but the app had already committed txn version {prev[0]} at version "
-                f"{prev[1]}: a write whose version is not newer must be skipped.",
-                ops=[o.id] if o else [], versions=[prev[1], v], rows=added_at[v]))
+            anomalies.append(
+                Anomaly(
+                    "txn-version-regression",
+                    "E5",
+                    f"Version {v}{' (op ' + o.id + ')' if o else ''} added {len(added_at[v])} row(s) under app "
+                    f"{app!r} txn version {ver}, but the app had already committed txn version {prev[0]} at version "
+                    f"{prev[1]}: a write whose version is not newer must be skipped.",
+                    ops=[o.id] if o else [],
+                    versions=[prev[1], v],
+                    rows=added_at[v],
+                )
+            )
         if prev is None or ver > prev[0]:
             newest[app] = (ver, v)
 
@@ -138,28 +156,48 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             applied += 1
             gone = [i for i in _ids(op) if i not in final]
             if gone:
-                anomalies.append(Anomaly(
-                    "lost-rows", "C7",
-                    f"Write {op.id} (app {app!r}, txn {ver}) committed at version {min(mine)}, but {len(gone)} of its "
-                    f"rows ({fmt_ids(gone)}) are not in the final state (version {facts.latest}).",
-                    ops=[op.id], versions=[min(mine), facts.latest], rows=gone))
+                anomalies.append(
+                    Anomaly(
+                        "lost-rows",
+                        "C7",
+                        f"Write {op.id} (app {app!r}, txn {ver}) committed at version {min(mine)}, but "
+                        f"{len(gone)} of its "
+                        f"rows ({fmt_ids(gone)}) are not in the final state (version {facts.latest}).",
+                        ops=[op.id],
+                        versions=[min(mine), facts.latest],
+                        rows=gone,
+                    )
+                )
             continue
         if said is False:
-            anomalies.append(Anomaly(
-                "lost-write", "C7",
-                f"Write {op.id} (app {app!r}, txn {ver}) was acknowledged as applied, but no commit holds its rows "
-                f"({fmt_ids(_ids(op))}).", ops=[op.id], rows=_ids(op)))
+            anomalies.append(
+                Anomaly(
+                    "lost-write",
+                    "C7",
+                    f"Write {op.id} (app {app!r}, txn {ver}) was acknowledged as applied, but no commit holds its rows "
+                    f"({fmt_ids(_ids(op))}).",
+                    ops=[op.id],
+                    rows=_ids(op),
+                )
+            )
             continue
-        justified = [(v, a, x) for v, a, x in txn_commits
-                     if a == app and x >= ver and _starts_before(owner.get(v), op)]
+        justified = [(v, a, x) for v, a, x in txn_commits if a == app and x >= ver and _starts_before(owner.get(v), op)]
         if justified:
             skipped += 1
             continue
-        anomalies.append(Anomaly(
-            "lost-write", "C7",
-            f"Write {op.id} (app {app!r}, txn {ver}) was acknowledged ok, but none of its rows ({fmt_ids(_ids(op))}) "
-            f"were committed, and no txn version >= {ver} of app {app!r} had been committed by an op begun before it "
-            f"ended, so nothing justified skipping it.", ops=[op.id], rows=_ids(op)))
+        anomalies.append(
+            Anomaly(
+                "lost-write",
+                "C7",
+                f"Write {op.id} (app {app!r}, txn {ver}) was acknowledged ok, but none of its rows "
+                f"({fmt_ids(_ids(op))}) "
+                f"were committed, and no txn version >= {ver} of app {app!r} had been committed by an op begun "
+                "before it "
+                f"ended, so nothing justified skipping it.",
+                ops=[op.id],
+                rows=_ids(op),
+            )
+        )
 
     classes, findings = _conflict_classes(writes, owner)
     unsupported = sum(1 for op in writes if op.error is not None and op.error.cls is ErrorClass.UNSUPPORTED)
@@ -180,19 +218,31 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     tail = f" Conflicts between writers of one app: {cls_text}; {len(findings)} conflict(s) without the E5 class."
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} app-transaction anomaly(ies) among {len(writes)} idempotent write(s). Spec E5: an "
-            f"(app id, version) applies at most once. First: {anomalies[0].explanation}" + tail, anomalies, stats)
+            f"(app id, version) applies at most once. First: {anomalies[0].explanation}" + tail,
+            anomalies,
+            stats,
+        )
     if writes and unsupported == len(writes):
         return CheckResult(
-            NAME, Verdict.UNKNOWN,
+            NAME,
+            Verdict.UNKNOWN,
             f"All {len(writes)} idempotent write(s) were reported unsupported by the engine: app transactions "
-            "were not exercised.", [], stats)
+            "were not exercised.",
+            [],
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"Each (app id, txn version) was applied at most once and every app's txn versions increase in log order "
         f"({len(txn_commits)} txn commit(s)); {applied} acknowledged write(s) applied, {skipped} were rightly "
-        f"skipped, none lost." + tail, [], stats)
+        f"skipped, none lost." + tail,
+        [],
+        stats,
+    )
 
 
 def _conflict_classes(writes: list[Op], owner: dict[int, Op | None]) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -206,8 +256,15 @@ def _conflict_classes(writes: list[Op], owner: dict[int, Op | None]) -> tuple[di
         same_app = [o.id for o in committed if o.id != op.id and _pair(o)[0] == app and _overlaps(o, op)]  # type: ignore[index]
         classes[op.error.cls.value] += 1
         if op.error.cls is not ErrorClass.CONCURRENT_TRANSACTION:
-            findings.append({"op": op.id, "class": op.error.cls.value, "same_app_commits": same_app,
-                             "why": "conflict between writers of one app id without the E5 class" if same_app
-                             else "a blind append conflicted though no write of its app raced it (spec M1)",
-                             "raw": op.error.raw[:300]})
+            findings.append(
+                {
+                    "op": op.id,
+                    "class": op.error.cls.value,
+                    "same_app_commits": same_app,
+                    "why": "conflict between writers of one app id without the E5 class"
+                    if same_app
+                    else "a blind append conflicted though no write of its app raced it (spec M1)",
+                    "raw": op.error.raw[:300],
+                }
+            )
     return dict(classes), findings

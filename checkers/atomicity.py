@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import expected_ids, fmt_ids, table_facts, writes
-from harness.deltalog import TransactionLog
 from harness.core.history import FAIL, INFO, History, Op
+from harness.deltalog import TransactionLog
 
 NAME = "atomicity"
 
@@ -70,56 +70,89 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 detail.append(f"{len(missing)} of its {len(want)} row(s) missing ({fmt_ids(missing)})")
             if extra:
                 detail.append(f"{len(extra)} row(s) it never wrote ({fmt_ids(extra)})")
-            anomalies.append(Anomaly(
-                "partial-op", "C6",
-                f"Op {op.id} ({op.type}) became visible at version {first} with {'; '.join(detail)}: a reader of "
-                f"version {first} saw part of a transaction.",
-                ops=[op.id], versions=[first], rows=missing + extra))
+            anomalies.append(
+                Anomaly(
+                    "partial-op",
+                    "C6",
+                    f"Op {op.id} ({op.type}) became visible at version {first} with {'; '.join(detail)}: a reader of "
+                    f"version {first} saw part of a transaction.",
+                    ops=[op.id],
+                    versions=[first],
+                    rows=missing + extra,
+                )
+            )
         if split:
-            anomalies.append(Anomaly(
-                "split-op", "C4",
-                f"Op {op.id}'s rows became visible at {len(split) + 1} different versions "
-                f"({', '.join(str(v) for v in [first, *split])}), not all at one commit.",
-                ops=[op.id], versions=[first, *split]))
+            anomalies.append(
+                Anomaly(
+                    "split-op",
+                    "C4",
+                    f"Op {op.id}'s rows became visible at {len(split) + 1} different versions "
+                    f"({', '.join(str(v) for v in [first, *split])}), not all at one commit.",
+                    ops=[op.id],
+                    versions=[first, *split],
+                )
+            )
     if not history.truncated and not history.problems:
         orphans: dict[str, list[int]] = {}
         for w, per_version in facts.writer_rows.items():
             if w not in known and w != "setup":
                 orphans[w] = sorted(per_version)
         for w, vs in orphans.items():
-            anomalies.append(Anomaly(
-                "orphan-rows", "C5",
-                f"Rows written by op {w!r} appear at version(s) {', '.join(map(str, vs))}, but no such op was ever "
-                "invoked: data from no known transaction became visible.",
-                ops=[w], versions=vs))
+            anomalies.append(
+                Anomaly(
+                    "orphan-rows",
+                    "C5",
+                    f"Rows written by op {w!r} appear at version(s) {', '.join(map(str, vs))}, but no such op was ever "
+                    "invoked: data from no known transaction became visible.",
+                    ops=[w],
+                    versions=vs,
+                )
+            )
     # Info ops that write no rows (e.g. a DELETE) and that no commit names.
     resolution["may_have_committed"] += sum(
-        1 for op in history.client_ops()
-        if op.type == INFO and op.id not in row_ops and op.f != "read" and op.id not in committed_as)
-    resolution["committed"] += sum(1 for op in history.client_ops()
-                                   if op.type == INFO and op.id not in row_ops and op.id in committed_as)
+        1
+        for op in history.client_ops()
+        if op.type == INFO and op.id not in row_ops and op.f != "read" and op.id not in committed_as
+    )
+    resolution["committed"] += sum(
+        1 for op in history.client_ops() if op.type == INFO and op.id not in row_ops and op.id in committed_as
+    )
     stats = {"write_ops": len(ops), "info_ops_committed": committed_info, "info_resolution": resolution}
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} atomicity violation(s). Spec C6: every transaction completes fully or fails fully, and "
             f"no reader sees part of one. First: {anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"Each of the {len(ops)} write ops is either absent from the log or present whole at exactly one version; "
         f"no failed op's rows are visible; indeterminate ops: {resolution['committed']} committed (whole), "
         f"{resolution['not_committed']} not committed, {resolution['may_have_committed']} unresolved "
         "(may have committed).",
-        [], stats)
+        [],
+        stats,
+    )
 
 
 def _failed_but_committed(op: Op, versions: list[int], rows: list[object]) -> Anomaly:
     err = f"{op.error.cls.value}: {op.error.raw[:300]}" if op.error else "no error recorded"
-    what = (f"{len(rows)} of its row(s) ({fmt_ids(rows)}) became visible at version {versions[0]}" if rows
-            else f"the log's commitInfo at version(s) {', '.join(map(str, versions))} names it")
+    what = (
+        f"{len(rows)} of its row(s) ({fmt_ids(rows)}) became visible at version {versions[0]}"
+        if rows
+        else f"the log's commitInfo at version(s) {', '.join(map(str, versions))} names it"
+    )
     return Anomaly(
-        "failed-but-committed", "C6",
+        "failed-but-committed",
+        "C6",
         f"Op {op.id} ({op.f}, process {op.process}) failed with an error ({err}), which the client must take as "
         f"'did not apply', yet {what}: its effects are in the log.",
-        ops=[op.id], versions=versions, rows=rows, details={"error": op.error.to_json() if op.error else None})
+        ops=[op.id],
+        versions=versions,
+        rows=rows,
+        details={"error": op.error.to_json() if op.error else None},
+    )

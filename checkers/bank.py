@@ -9,8 +9,8 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import table_facts
-from harness.deltalog import TransactionLog
 from harness.core.history import OK, History
+from harness.deltalog import TransactionLog
 
 NAME = "bank"
 
@@ -39,7 +39,7 @@ def _version_totals(log: TransactionLog) -> tuple[dict[int, int], dict[int, dict
             rows = log.add_rows(add)
             if "balance" not in rows.column_names:
                 continue
-            pairs = list(zip(rows.column("k").to_pylist(), rows.column("balance").to_pylist()))
+            pairs = list(zip(rows.column("k").to_pylist(), rows.column("balance").to_pylist(), strict=True))
             alive[add["path"]] = pairs
             total += sum(b or 0 for _, b in pairs)
         totals[version] = total
@@ -55,8 +55,9 @@ def _version_totals(log: TransactionLog) -> tuple[dict[int, int], dict[int, dict
 def check(history: History, log: TransactionLog) -> CheckResult:
     load = _load(history)
     if load is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "No successful initial load in the history: the expected total "
-                                                  "balance is unknown.")
+        return CheckResult(
+            NAME, Verdict.UNKNOWN, "No successful initial load in the history: the expected total balance is unknown."
+        )
     load_id, expected = load
     totals, accounts = _version_totals(log)
     anomalies: list[Anomaly] = []
@@ -71,18 +72,28 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         # against a total the table never had, and that is itself the anomaly.
         seen = sorted(set(totals.values()))
         claim = "C7" if not any(totals.values()) else "C6"
-        anomalies.append(Anomaly(
-            "load-never-visible", claim,
-            f"The load {load_id} was acknowledged with a total balance of {expected}, but no version of the table "
-            f"sums to it (totals seen: {seen[:10]}{' ...' if len(seen) > 10 else ''}): the load was "
-            f"{'lost' if claim == 'C7' else 'applied in part'}.", ops=[load_id], versions=sorted(totals)[-1:]))
+        anomalies.append(
+            Anomaly(
+                "load-never-visible",
+                claim,
+                f"The load {load_id} was acknowledged with a total balance of {expected}, but no version of the table "
+                f"sums to it (totals seen: {seen[:10]}{' ...' if len(seen) > 10 else ''}): the load was "
+                f"{'lost' if claim == 'C7' else 'applied in part'}.",
+                ops=[load_id],
+                versions=sorted(totals)[-1:],
+            )
+        )
     for v, t in sorted(totals.items()):
         if loaded is not None and v >= loaded and t != expected:
-            anomalies.append(Anomaly(
-                "wrong-total", "C6",
-                f"At version {v} the balances sum to {t}, not {expected}: money was "
-                f"{'created' if t > expected else 'lost'} ({t - expected:+d}). Accounts then: {accounts.get(v)}.",
-                versions=[v]))
+            anomalies.append(
+                Anomaly(
+                    "wrong-total",
+                    "C6",
+                    f"At version {v} the balances sum to {t}, not {expected}: money was "
+                    f"{'created' if t > expected else 'lost'} ({t - expected:+d}). Accounts then: {accounts.get(v)}.",
+                    versions=[v],
+                )
+            )
     reads = [op for op in history.client_ops() if op.f == "read" and op.type == OK and isinstance(op.value, dict)]
     for r in reads:
         bal = r.value.get("balances")
@@ -90,21 +101,37 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             continue
         t = sum(b for _, b in bal)
         if t != expected:
-            anomalies.append(Anomaly(
-                "read-wrong-total", "C12",
-                f"Read {r.id} (process {r.process}) saw balances summing to {t}, not {expected}: "
-                f"{dict((k, b) for k, b in bal)}.", ops=[r.id]))
+            anomalies.append(
+                Anomaly(
+                    "read-wrong-total",
+                    "C12",
+                    f"Read {r.id} (process {r.process}) saw balances summing to {t}, not {expected}: "
+                    f"{dict((k, b) for k, b in bal)}.",
+                    ops=[r.id],
+                )
+            )
     checked = len([v for v in totals if loaded is not None and v >= loaded])
-    stats = {"expected_total": expected, "load_version": loaded, "versions_checked": checked,
-             "reads_checked": len(reads)}
+    stats = {
+        "expected_total": expected,
+        "load_version": loaded,
+        "versions_checked": checked,
+        "reads_checked": len(reads),
+    }
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"The total balance was not conserved in {len(anomalies)} place(s). Every transfer is one transaction "
             f"that moves money between two accounts, so with atomic commits (C6) and snapshot reads (C12) every "
             f"version and every read must sum to {expected}. First: {anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"The total balance is {expected} at all {checked} version(s) since the load (version {loaded}) and in all "
-        f"{len(reads)} read(s).", [], stats)
+        f"{len(reads)} read(s).",
+        [],
+        stats,
+    )

@@ -6,12 +6,13 @@ Checkers never import an engine. They see the recorded history
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from harness.deltalog import TransactionLog
 from harness.core.history import History
+from harness.deltalog import TransactionLog
 
 
 class Verdict(str, Enum):

@@ -22,8 +22,8 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import commit_op_id, table_facts
-from harness.deltalog import Commit, TransactionLog
 from harness.core.history import History
+from harness.deltalog import Commit, TransactionLog
 
 NAME = "compaction"
 
@@ -84,32 +84,52 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 by_compaction = [v for v, c in earlier if c]
                 by_write = [v for v, c in earlier if not c]
                 if by_compaction:
-                    claim, why = "M6", (f"it rewrote {len(dead_removed)} file(s) that the compaction at version(s) "
-                                        f"{', '.join(map(str, by_compaction))} had already replaced: two compactions "
-                                        "of the same files both committed, where the later must fail with "
-                                        "ConcurrentDeleteDeleteException (spec M6, E3)")
+                    claim, why = (
+                        "M6",
+                        (
+                            f"it rewrote {len(dead_removed)} file(s) that the compaction at version(s) "
+                            f"{', '.join(map(str, by_compaction))} had already replaced: two compactions "
+                            "of the same files both committed, where the later must fail with "
+                            "ConcurrentDeleteDeleteException (spec M6, E3)"
+                        ),
+                    )
                 elif by_write:
-                    claim, why = "M5", (f"it rewrote {len(dead_removed)} file(s) that the write(s) at version(s) "
-                                        f"{', '.join(map(str, by_write))} had already removed, bringing their old "
-                                        "rows back (spec M5: the compaction must conflict)")
+                    claim, why = (
+                        "M5",
+                        (
+                            f"it rewrote {len(dead_removed)} file(s) that the write(s) at version(s) "
+                            f"{', '.join(map(str, by_write))} had already removed, bringing their old "
+                            "rows back (spec M5: the compaction must conflict)"
+                        ),
+                    )
                 else:
                     claim, why = "C8", "a compaction must rewrite files without changing the data (spec C8)"
                 parts = []
                 if extra:
-                    parts.append(f"added {sum(extra.values())} row version(s) not in the files it removed from the "
-                                 f"table ({_fmt_rows(extra)})")
+                    parts.append(
+                        f"added {sum(extra.values())} row version(s) not in the files it removed from the "
+                        f"table ({_fmt_rows(extra)})"
+                    )
                 if lost:
                     parts.append(f"dropped {sum(lost.values())} row version(s) ({_fmt_rows(lost)})")
                 kind = "compaction-duplicated-rows" if extra else "compaction-lost-rows"
-                anomalies.append(Anomaly(
-                    kind, claim,
-                    f"Compaction commit {version} ({commit.operation or 'dataChange=false'}, op {op}) "
-                    f"{' and '.join(parts)}: {why}. Files removed: {', '.join(live_removed + dead_removed)[:600]}; "
-                    f"added: {', '.join(a['path'] for a in adds)[:600]}.",
-                    ops=[op] if op else [], versions=[version, *sorted({v for v, _ in earlier})],
-                    rows=_ids(extra) + _ids(lost),
-                    details={"removed_live": live_removed, "removed_stale": dead_removed,
-                             "added": [a["path"] for a in adds]}))
+                anomalies.append(
+                    Anomaly(
+                        kind,
+                        claim,
+                        f"Compaction commit {version} ({commit.operation or 'dataChange=false'}, op {op}) "
+                        f"{' and '.join(parts)}: {why}. Files removed: {', '.join(live_removed + dead_removed)[:600]}; "
+                        f"added: {', '.join(a['path'] for a in adds)[:600]}.",
+                        ops=[op] if op else [],
+                        versions=[version, *sorted({v for v, _ in earlier})],
+                        rows=_ids(extra) + _ids(lost),
+                        details={
+                            "removed_live": live_removed,
+                            "removed_stale": dead_removed,
+                            "added": [a["path"] for a in adds],
+                        },
+                    )
+                )
         stale = [p for p in dead_removed if removed_by[p][1]]
         stale_removes += len(stale)
         for rm in removes:
@@ -131,36 +151,62 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             survivors = meant & now
             if survivors:
                 by = sorted({removed_by[p][0] for p in stale})
-                anomalies.append(Anomaly(
-                    "write-on-compacted-files", "M5",
-                    f"Commit {version} ({commit.operation or 'write'}, op {op}) removed {len(stale)} file(s) that "
-                    f"the compaction at version(s) {', '.join(map(str, by))} had already replaced, so its change "
-                    f"did not apply: {sum(survivors.values())} row version(s) it rewrote or deleted are still live "
-                    f"after it ({_fmt_rows(survivors)}). Spec M5: without deletion vectors, a write concurrent "
-                    f"with OPTIMIZE must conflict (C8). Stale files: {', '.join(stale)[:600]}.",
-                    ops=[op] if op else [], versions=[*by, version], rows=_ids(survivors),
-                    details={"removed_stale": stale}))
+                anomalies.append(
+                    Anomaly(
+                        "write-on-compacted-files",
+                        "M5",
+                        f"Commit {version} ({commit.operation or 'write'}, op {op}) removed {len(stale)} file(s) that "
+                        f"the compaction at version(s) {', '.join(map(str, by))} had already replaced, so its change "
+                        f"did not apply: {sum(survivors.values())} row version(s) it rewrote or deleted are still live "
+                        f"after it ({_fmt_rows(survivors)}). Spec M5: without deletion vectors, a write concurrent "
+                        f"with OPTIMIZE must conflict (C8). Stale files: {', '.join(stale)[:600]}.",
+                        ops=[op] if op else [],
+                        versions=[*by, version],
+                        rows=_ids(survivors),
+                        details={"removed_stale": stale},
+                    )
+                )
     unreadable = [p for p in log.problems if p.kind in ("data-file-unreadable", "deletion-vector-unreadable")]
-    stats = {"compaction_commits": compactions, "rows_rewritten": rewritten,
-             "stale_removes_after_compaction": stale_removes}
+    stats = {
+        "compaction_commits": compactions,
+        "rows_rewritten": rewritten,
+        "stale_removes_after_compaction": stale_removes,
+    }
     if anomalies:
         kinds = sorted({a.kind for a in anomalies})
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} compaction anomal{'y' if len(anomalies) == 1 else 'ies'} ({', '.join(kinds)}) among "
-            f"{compactions} compaction commit(s). First: {anomalies[0].explanation}", anomalies, stats)
+            f"{compactions} compaction commit(s). First: {anomalies[0].explanation}",
+            anomalies,
+            stats,
+        )
     if unreadable:
         return CheckResult(
-            NAME, Verdict.UNKNOWN,
+            NAME,
+            Verdict.UNKNOWN,
             f"{len(unreadable)} data file(s) or deletion vector(s) could not be read, so compactions cannot be "
             "compared row by row, "
-            f"e.g. {unreadable[0].detail}", [], stats)
+            f"e.g. {unreadable[0].detail}",
+            [],
+            stats,
+        )
     if not compactions:
         # Nothing this checker exists for happened: no evidence, not "valid".
-        return CheckResult(NAME, Verdict.UNKNOWN,
-                           "Not exercised: no compaction committed (none ran, or the engine does not support "
-                           "OPTIMIZE), so M5/M6 were not tested.", [], stats)
+        return CheckResult(
+            NAME,
+            Verdict.UNKNOWN,
+            "Not exercised: no compaction committed (none ran, or the engine does not support "
+            "OPTIMIZE), so M5/M6 were not tested.",
+            [],
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"Each of the {compactions} compaction commit(s) added exactly the {rewritten} row version(s) it removed "
-        "from the table, and no write removed files a compaction had already replaced.", [], stats)
+        "from the table, and no write removed files a compaction had already replaced.",
+        [],
+        stats,
+    )

@@ -31,8 +31,8 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.log_sanity import _BROKEN as BROKEN_LOG_PROBLEMS
-from harness.deltalog import Commit, TransactionLog
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
+from harness.deltalog import Commit, TransactionLog
 
 NAME = "create-race"
 CREATE, APPEND, READ = "create", "append", "read"
@@ -125,24 +125,39 @@ def _check_round(r: _Round, race: TransactionLog | None) -> tuple[list[Anomaly],
     creates = r.of(CREATE)
     ok_creates = r.of(CREATE, OK)
     summary: dict[str, Any] = {
-        "table": r.table, "round": r.number, "creates": len(creates), "ok": len(ok_creates),
-        "fail": len(r.of(CREATE, FAIL)), "info": len(creates) - len(ok_creates) - len(r.of(CREATE, FAIL)),
-        "spread_ms": _spread_ms(creates), "winners": [o.id for o in ok_creates],
+        "table": r.table,
+        "round": r.number,
+        "creates": len(creates),
+        "ok": len(ok_creates),
+        "fail": len(r.of(CREATE, FAIL)),
+        "info": len(creates) - len(ok_creates) - len(r.of(CREATE, FAIL)),
+        "spread_ms": _spread_ms(creates),
+        "winners": [o.id for o in ok_creates],
         "losers": dict(Counter(loser_class(o) for o in r.of(CREATE, FAIL))),
     }
     where = f"Round table {r.table}"
     if race is None or (not race.versions and all(p.kind == "empty-log" for p in race.problems)):
         summary["versions"] = 0
         if ok_creates:
-            anomalies.append(Anomaly(
-                "lost-create", "C7",
-                f"{where}: create op(s) {', '.join(o.id for o in ok_creates)} were acknowledged, but the table has "
-                "no transaction log at all: the acknowledged creation is not durable.",
-                ops=[o.id for o in ok_creates]))
+            anomalies.append(
+                Anomaly(
+                    "lost-create",
+                    "C7",
+                    f"{where}: create op(s) {', '.join(o.id for o in ok_creates)} were acknowledged, but the table has "
+                    "no transaction log at all: the acknowledged creation is not durable.",
+                    ops=[o.id for o in ok_creates],
+                )
+            )
         for op in r.of(APPEND, OK):
-            anomalies.append(Anomaly(
-                "lost-append", "C7", f"{where}: append {op.id} was acknowledged, but the table has no log.",
-                ops=[op.id], rows=list(op.invoke.value.get("ids", []))))
+            anomalies.append(
+                Anomaly(
+                    "lost-append",
+                    "C7",
+                    f"{where}: append {op.id} was acknowledged, but the table has no log.",
+                    ops=[op.id],
+                    rows=list(op.invoke.value.get("ids", [])),
+                )
+            )
         return anomalies, unknown, summary
 
     summary["versions"] = len(race.versions)
@@ -155,15 +170,20 @@ def _check_round(r: _Round, race: TransactionLog | None) -> tuple[list[Anomaly],
         broken_detail = "there is no version 0"
     elif first is not None and (first.protocol is None or first.metadata is None):
         broken_detail = "version 0 lacks " + " and ".join(
-            k for k, a in (("protocol", first.protocol), ("metaData", first.metadata)) if a is None)
+            k for k, a in (("protocol", first.protocol), ("metaData", first.metadata)) if a is None
+        )
     else:
         broken_detail = None
     if broken or broken_detail:
         details = [f"{p.kind}: {p.detail}" for p in broken] + ([broken_detail] if broken_detail else [])
-        anomalies.append(Anomaly(
-            "race-log-corrupt", "C4",
-            f"{where}: after the create race the log is not one sane table history: {'; '.join(details[:3])}.",
-            versions=sorted({p.version for p in broken if p.version is not None})))
+        anomalies.append(
+            Anomaly(
+                "race-log-corrupt",
+                "C4",
+                f"{where}: after the create race the log is not one sane table history: {'; '.join(details[:3])}.",
+                versions=sorted({p.version for p in broken if p.version is not None}),
+            )
+        )
 
     by_op: dict[str, list[int]] = defaultdict(list)
     for v in race.versions:
@@ -180,12 +200,14 @@ def _check_round(r: _Round, race: TransactionLog | None) -> tuple[list[Anomaly],
         mine = by_op.get(op.id)
         if mine:
             what = f"committed version(s) {', '.join(map(str, mine))}"
-            ids = {_table_id(race.commits[v]) for v in mine} - {None}
+            ids = {i for v in mine if (i := _table_id(race.commits[v])) is not None}
             if ids and ids != {first_id}:
                 what += f" with table id {', '.join(sorted(ids))} (version 0 has {first_id})"
         elif attributed:
-            what = ("is named by no commit: it committed nothing, or its version-0 file was overwritten "
-                    f"(version 0 names {summary['version0_by']})")
+            what = (
+                "is named by no commit: it committed nothing, or its version-0 file was overwritten "
+                f"(version 0 names {summary['version0_by']})"
+            )
         else:
             what = "(the log names no ops)"
         if op.version is not None:
@@ -193,37 +215,60 @@ def _check_round(r: _Round, race: TransactionLog | None) -> tuple[list[Anomaly],
         return f"{op.id} {what}"
 
     if len(ok_creates) >= 2:
-        anomalies.append(Anomaly(
-            "multiple-creators", "E6",
-            f"{where}: {len(ok_creates)} writers creating the table at an empty path at once were all acknowledged "
-            f"(error-if-exists): {'; '.join(describe(o) for o in ok_creates)}. Spec E6: all but one must fail "
-            "(ProtocolChangedException); each of these writers believes it created the table.",
-            ops=[o.id for o in ok_creates], versions=creations,
-            details={"table": r.table, "committed": {o.id: by_op.get(o.id, []) for o in ok_creates},
-                     "reported_versions": {o.id: o.version for o in ok_creates}}))
+        anomalies.append(
+            Anomaly(
+                "multiple-creators",
+                "E6",
+                f"{where}: {len(ok_creates)} writers creating the table at an empty path at once were all acknowledged "
+                f"(error-if-exists): {'; '.join(describe(o) for o in ok_creates)}. Spec E6: all but one must fail "
+                "(ProtocolChangedException); each of these writers believes it created the table.",
+                ops=[o.id for o in ok_creates],
+                versions=creations,
+                details={
+                    "table": r.table,
+                    "committed": {o.id: by_op.get(o.id, []) for o in ok_creates},
+                    "reported_versions": {o.id: o.version for o in ok_creates},
+                },
+            )
+        )
     elif len(ok_creates) == 1 and first is not None and attributed and ok_creates[0].id not in by_op:
         op = ok_creates[0]
-        anomalies.append(Anomaly(
-            "phantom-create", "E6",
-            f"{where}: create {describe(op)}. An acknowledged error-if-exists create must have created the table "
-            "(else fail, spec E6); if its commit was overwritten, that is a lost commit (C7).",
-            ops=[op.id], versions=[0]))
+        anomalies.append(
+            Anomaly(
+                "phantom-create",
+                "E6",
+                f"{where}: create {describe(op)}. An acknowledged error-if-exists create must have created the table "
+                "(else fail, spec E6); if its commit was overwritten, that is a lost commit (C7).",
+                ops=[op.id],
+                versions=[0],
+            )
+        )
     recreations = [v for v in creations if v > 0]
     if recreations:
-        anomalies.append(Anomaly(
-            "table-recreated", "E6",
-            f"{where}: the table, created at version 0 (by {summary['version0_by'] or 'an unnamed op'}, table id "
-            f"{first_id}), is created again: {'; '.join(_creation_text(race.commits[v]) for v in recreations)}. "
-            "A create that lost the race committed on top of the winner's table instead of failing (spec E6).",
-            ops=[c for v in recreations if (c := committer(race.commits[v]))], versions=recreations))
+        anomalies.append(
+            Anomaly(
+                "table-recreated",
+                "E6",
+                f"{where}: the table, created at version 0 (by {summary['version0_by'] or 'an unnamed op'}, table id "
+                f"{first_id}), is created again: {'; '.join(_creation_text(race.commits[v]) for v in recreations)}. "
+                "A create that lost the race committed on top of the winner's table instead of failing (spec E6).",
+                ops=[c for v in recreations if (c := committer(race.commits[v]))],
+                versions=recreations,
+            )
+        )
 
     for op in r.ops:
         if op.type == FAIL and op.f in (CREATE, APPEND) and by_op.get(op.id):
-            anomalies.append(Anomaly(
-                "failed-but-committed", "C6",
-                f"{where}: {op.f} {op.id} failed ({op.error.cls.value if op.error else 'no error'}), so it "
-                f"definitely did not apply, yet commit(s) {', '.join(map(str, by_op[op.id]))} name it.",
-                ops=[op.id], versions=by_op[op.id]))
+            anomalies.append(
+                Anomaly(
+                    "failed-but-committed",
+                    "C6",
+                    f"{where}: {op.f} {op.id} failed ({op.error.cls.value if op.error else 'no error'}), so it "
+                    f"definitely did not apply, yet commit(s) {', '.join(map(str, by_op[op.id]))} name it.",
+                    ops=[op.id],
+                    versions=by_op[op.id],
+                )
+            )
 
     latest = race.latest_version
     if latest is None or not race.is_reconstructible(latest):
@@ -235,28 +280,42 @@ def _check_round(r: _Round, race: TransactionLog | None) -> tuple[list[Anomaly],
     for op in r.of(APPEND, OK):
         missing = [i for i in op.invoke.value.get("ids", []) if i not in final]
         if missing:
-            anomalies.append(Anomaly(
-                "lost-append", "C7",
-                f"{where}: append {op.id} was acknowledged, but its row(s) {missing} are not in the table's latest "
-                f"version {latest}.", ops=[op.id], versions=[latest], rows=missing))
+            anomalies.append(
+                Anomaly(
+                    "lost-append",
+                    "C7",
+                    f"{where}: append {op.id} was acknowledged, but its row(s) {missing} are not in the table's latest "
+                    f"version {latest}.",
+                    ops=[op.id],
+                    versions=[latest],
+                    rows=missing,
+                )
+            )
     reads = r.of(READ, OK)
     if reads:
         states = {_ids(race, v) for v in race.versions if race.is_reconstructible(v)}
         for op in reads:
             got = frozenset(int(i) for i in (op.value or {}).get("ids", []))
             if got not in states:
-                anomalies.append(Anomaly(
-                    "read-state-never-existed", "C12",
-                    f"{where}: read {op.id} returned {len(got)} row(s) {sorted(got)[:10]}, which no version "
-                    f"0..{latest} of the table held.", ops=[op.id], rows=sorted(got)))
+                anomalies.append(
+                    Anomaly(
+                        "read-state-never-existed",
+                        "C12",
+                        f"{where}: read {op.id} returned {len(got)} row(s) {sorted(got)[:10]}, which no version "
+                        f"0..{latest} of the table held.",
+                        ops=[op.id],
+                        rows=sorted(got),
+                    )
+                )
     return anomalies, unknown, summary
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     rounds = _rounds(history, log)
     if not any(r.of(CREATE) for r in rounds):
-        return CheckResult(NAME, Verdict.UNKNOWN, "No create-race round ran, so there is nothing to judge.",
-                           stats={"rounds": 0})
+        return CheckResult(
+            NAME, Verdict.UNKNOWN, "No create-race round ran, so there is nothing to judge.", stats={"rounds": 0}
+        )
     anomalies: list[Anomaly] = []
     unknown: list[str] = []
     summaries = []
@@ -268,8 +327,11 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     losers: Counter[str] = Counter()
     for s in summaries:
         losers.update(s["losers"])
-    raced = [s for s in summaries if s["creates"] >= 2 and s["spread_ms"] is not None
-             and s["spread_ms"] <= RACE_WINDOW_S * 1000]
+    raced = [
+        s
+        for s in summaries
+        if s["creates"] >= 2 and s["spread_ms"] is not None and s["spread_ms"] <= RACE_WINDOW_S * 1000
+    ]
     no_winner = [s["table"] for s in summaries if s["creates"] and not s["ok"] and not s.get("versions")]
     findings = []
     other = {k: n for k, n in losers.items() if k not in (E6_CLASS, EXISTS_CLASS)}
@@ -277,27 +339,50 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         findings.append(
             "spec E6 names ProtocolChangedException for a writer that loses a create race, but "
             + ", ".join(f"{n} loser(s) failed with {k}" for k, n in sorted(other.items()))
-            + " (an exception-class finding, not a safety violation)")
+            + " (an exception-class finding, not a safety violation)"
+        )
     if no_winner:
-        findings.append(f"no create won in round(s) {', '.join(no_winner[:5])}: every create failed and no table exists")
+        findings.append(
+            f"no create won in round(s) {', '.join(no_winner[:5])}: every create failed and no table exists"
+        )
     stats = {
-        "rounds": len(summaries), "raced_rounds": len(raced), "race_window_ms": RACE_WINDOW_S * 1000,
-        "creates": sum(s["creates"] for s in summaries), "ok_creates": sum(s["ok"] for s in summaries),
-        "loser_classes": dict(losers), "findings": findings, "per_round": summaries,
+        "rounds": len(summaries),
+        "raced_rounds": len(raced),
+        "race_window_ms": RACE_WINDOW_S * 1000,
+        "creates": sum(s["creates"] for s in summaries),
+        "ok_creates": sum(s["ok"] for s in summaries),
+        "loser_classes": dict(losers),
+        "findings": findings,
+        "per_round": summaries,
     }
     tail = (" Findings: " + "; ".join(findings) + ".") if findings else ""
-    head = (f"{len(summaries)} round(s), {len(raced)} with 2+ creates invoked within {RACE_WINDOW_S * 1000:.0f} ms; "
-            f"losers: {', '.join(f'{k} x{n}' for k, n in sorted(losers.items())) or 'none'}.")
+    head = (
+        f"{len(summaries)} round(s), {len(raced)} with 2+ creates invoked within {RACE_WINDOW_S * 1000:.0f} ms; "
+        f"losers: {', '.join(f'{k} x{n}' for k, n in sorted(losers.items())) or 'none'}."
+    )
     if anomalies:
         kinds = Counter(a.kind for a in anomalies)
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{head} {len(anomalies)} anomaly(ies): {', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))}; "
-            f"e.g. {anomalies[0].explanation}{tail}", anomalies, stats)
+            f"e.g. {anomalies[0].explanation}{tail}",
+            anomalies,
+            stats,
+        )
     if unknown:
-        return CheckResult(NAME, Verdict.UNKNOWN, f"{head} Part of the evidence could not be read: "
-                           f"{'; '.join(unknown[:3])}.{tail}", [], stats)
+        return CheckResult(
+            NAME,
+            Verdict.UNKNOWN,
+            f"{head} Part of the evidence could not be read: {'; '.join(unknown[:3])}.{tail}",
+            [],
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"{head} Each round's log is one sane table history created once at version 0, at most one create was "
-        f"acknowledged, every acknowledged append is present and every read saw a real version.{tail}", [], stats)
+        f"acknowledged, every acknowledged append is present and every read saw a real version.{tail}",
+        [],
+        stats,
+    )

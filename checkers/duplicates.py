@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import RowLife, expected_ids, fmt_ids, table_facts, writes
-from harness.deltalog import TransactionLog
 from harness.core.history import History
+from harness.deltalog import TransactionLog
 
 NAME = "duplicates"
 
@@ -25,8 +26,8 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         if len(lives) < 2:
             continue
         # Two copies alive at the same version: the table holds the row twice.
-        lives.sort(key=lambda l: l.added)
-        for a, b in zip(lives, lives[1:]):
+        lives.sort(key=lambda life: life.added)
+        for a, b in pairwise(lives):
             if a.removed is None or a.removed > b.added:
                 dup_rows.append((rid, a, b))
                 break
@@ -40,41 +41,73 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     # The rows such an op put in twice are its duplicate-application below,
     # not a duplicate-row each.
     reapplied_rows = {op.id: want for op, want, _ in reapplied}
-    dup_rows = [(rid, a, b) for rid, a, b in dup_rows
-                if not (a.writer == b.writer and rid in reapplied_rows.get(str(a.writer), ()))]
+    dup_rows = [
+        (rid, a, b)
+        for rid, a, b in dup_rows
+        if not (a.writer == b.writer and rid in reapplied_rows.get(str(a.writer), ()))
+    ]
     for rid, a, b in dup_rows[:1000]:
-        anomalies.append(Anomaly(
-            "duplicate-row", None,
-            f"Row id {rid} is in the table twice from version {b.added} on: added at version {a.added} "
-            f"(writer {a.writer}) and again at version {b.added} (writer {b.writer}).",
-            ops=sorted({str(a.writer), str(b.writer)}), versions=[a.added, b.added], rows=[rid]))
+        anomalies.append(
+            Anomaly(
+                "duplicate-row",
+                None,
+                f"Row id {rid} is in the table twice from version {b.added} on: added at version {a.added} "
+                f"(writer {a.writer}) and again at version {b.added} (writer {b.writer}).",
+                ops=sorted({str(a.writer), str(b.writer)}),
+                versions=[a.added, b.added],
+                rows=[rid],
+            )
+        )
     applied_twice = [op.id for op, _, _ in reapplied]
     for op, want, full in reapplied:
-        anomalies.append(Anomaly(
-            "duplicate-application", None,
-            f"Op {op.id} ({op.type}) was applied {len(full)} times: all its rows ({fmt_ids(sorted(want))}) were "
-            f"committed at versions {', '.join(map(str, full))}.",
-            ops=[op.id], versions=full, rows=sorted(want)))
+        anomalies.append(
+            Anomaly(
+                "duplicate-application",
+                None,
+                f"Op {op.id} ({op.type}) was applied {len(full)} times: all its rows ({fmt_ids(sorted(want))}) were "
+                f"committed at versions {', '.join(map(str, full))}.",
+                ops=[op.id],
+                versions=full,
+                rows=sorted(want),
+            )
+        )
     seen: dict[str, int] = {}
     for v, op_id in sorted(facts.commit_ops.items()):
         if op_id in seen and op_id not in applied_twice and op_id != "setup":
-            anomalies.append(Anomaly(
-                "duplicate-commit", None,
-                f"The log's commitInfo names op {op_id} at versions {seen[op_id]} and {v}: one op, two commits.",
-                ops=[op_id], versions=[seen[op_id], v]))
+            anomalies.append(
+                Anomaly(
+                    "duplicate-commit",
+                    None,
+                    f"The log's commitInfo names op {op_id} at versions {seen[op_id]} and {v}: one op, two commits.",
+                    ops=[op_id],
+                    versions=[seen[op_id], v],
+                )
+            )
         seen.setdefault(op_id, v)
     stats = {"rows_added": len(facts.lives), "distinct_rows": len(by_id)}
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
-            " and ".join(filter(None, [f"{len(dup_rows)} row(s) are present more than once" if dup_rows else "",
-                                       f"{len(applied_twice)} op(s) were applied more than once" if applied_twice
-                                       else "",
-                                       "the log names one op at two commits" if not dup_rows and not applied_twice
-                                       else ""]))
+            NAME,
+            Verdict.INVALID,
+            " and ".join(
+                filter(
+                    None,
+                    [
+                        f"{len(dup_rows)} row(s) are present more than once" if dup_rows else "",
+                        f"{len(applied_twice)} op(s) were applied more than once" if applied_twice else "",
+                        "the log names one op at two commits" if not dup_rows and not applied_twice else "",
+                    ],
+                )
+            )
             + ". Each op writes rows with unique ids exactly once, so any copy means a commit was applied twice "
             f"(typically a retry after a lost response) or data was duplicated. First: {anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
-        f"All {len(facts.lives)} rows ever added are distinct and no op was applied more than once.", [], stats)
+        NAME,
+        Verdict.VALID,
+        f"All {len(facts.lives)} rows ever added are distinct and no op was applied more than once.",
+        [],
+        stats,
+    )

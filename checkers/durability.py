@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import INSERT_ONLY, expected_ids, fmt_ids, table_facts, writes
-from harness.deltalog import TransactionLog
 from harness.core.history import OK, History
+from harness.deltalog import TransactionLog
 
 NAME = "durability"
 # commitInfo.operation of commits that remove rows on purpose.
@@ -39,48 +39,78 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         want = expected_ids(op)
         version = facts.version_of(op.id)
         if version is None:
-            anomalies.append(Anomaly(
-                "lost-write", "C7",
-                f"Op {op.id} (process {op.process}) was acknowledged ok, but no commit in the log "
-                f"(versions 0..{facts.latest}) contains any of its {len(want)} row(s) ({fmt_ids(want)})."
-                + _overwritten(op.version, op.id, facts),
-                ops=[op.id], rows=want, versions=[op.version] if op.version is not None else []))
+            anomalies.append(
+                Anomaly(
+                    "lost-write",
+                    "C7",
+                    f"Op {op.id} (process {op.process}) was acknowledged ok, but no commit in the log "
+                    f"(versions 0..{facts.latest}) contains any of its {len(want)} row(s) ({fmt_ids(want)})."
+                    + _overwritten(op.version, op.id, facts),
+                    ops=[op.id],
+                    rows=want,
+                    versions=[op.version] if op.version is not None else [],
+                )
+            )
             continue
         # An overwrite's version may be replaced later; whether that was
         # legitimate is the serializability checker's question (lost update).
         missing = [i for i in want if i not in final and not deliberately_removed(i)] if op.f in INSERT_ONLY else []
         if missing:
-            anomalies.append(Anomaly(
-                "lost-rows", "C7",
-                f"Op {op.id} was acknowledged ok and committed at version {version}, but {len(missing)} of its "
-                f"row(s) ({fmt_ids(missing)}) are not in the final state at version {facts.latest}.",
-                ops=[op.id], versions=[version, facts.latest], rows=missing))
+            anomalies.append(
+                Anomaly(
+                    "lost-rows",
+                    "C7",
+                    f"Op {op.id} was acknowledged ok and committed at version {version}, but {len(missing)} of its "
+                    f"row(s) ({fmt_ids(missing)}) are not in the final state at version {facts.latest}.",
+                    ops=[op.id],
+                    versions=[version, facts.latest],
+                    rows=missing,
+                )
+            )
         if op.version is not None and op.version != version:
-            anomalies.append(Anomaly(
-                "wrong-commit-version", "C7",
-                f"Op {op.id} was told it committed version {op.version}, but its rows appear at version {version}.",
-                ops=[op.id], versions=[op.version, version]))
-        logged = facts.commit_ops.get(op.version) if op.version is not None else None
-        if logged is not None and logged != op.id:
-            anomalies.append(Anomaly(
-                "wrong-commit-version", "C7",
-                f"Op {op.id} was told it committed version {op.version}, but the log's commitInfo at that "
-                f"version names op {logged}.",
-                ops=[op.id, logged], versions=[op.version]))
+            anomalies.append(
+                Anomaly(
+                    "wrong-commit-version",
+                    "C7",
+                    f"Op {op.id} was told it committed version {op.version}, but its rows appear at version {version}.",
+                    ops=[op.id],
+                    versions=[op.version, version],
+                )
+            )
+        told = op.version
+        logged = facts.commit_ops.get(told) if told is not None else None
+        if told is not None and logged is not None and logged != op.id:
+            anomalies.append(
+                Anomaly(
+                    "wrong-commit-version",
+                    "C7",
+                    f"Op {op.id} was told it committed version {op.version}, but the log's commitInfo at that "
+                    f"version names op {logged}.",
+                    ops=[op.id, logged],
+                    versions=[told],
+                )
+            )
     stats = {"acknowledged_writes": len(acked), "final_version": facts.latest, "final_rows": len(final)}
     if anomalies:
         lost = sum(1 for a in anomalies if a.kind in ("lost-write", "lost-rows"))
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{lost} of {len(acked)} acknowledged write(s) lost some or all of their rows, and "
             f"{len(anomalies) - lost} report a commit version the log contradicts. Spec C7: a committed change is "
             f"permanent, so every row of an acknowledged append must be in the table's final state (version "
             f"{facts.latest}). First: {anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"All {len(acked)} acknowledged writes are in the log, and the rows of every acknowledged insert are in "
-        f"the final state (version {facts.latest}, {len(final)} rows).", [], stats)
+        f"the final state (version {facts.latest}, {len(final)} rows).",
+        [],
+        stats,
+    )
 
 
 def _overwritten(version: int | None, op_id: str, facts: object) -> str:
@@ -91,6 +121,8 @@ def _overwritten(version: int | None, op_id: str, facts: object) -> str:
     others = sorted(w for w in facts.writers_at(version) if w != op_id)  # type: ignore[attr-defined]
     if not others:
         return f" The engine told it version {version}, which the log holds as a commit of no known op."
-    return (f" The engine told it version {version}, and the log's version {version} is op {', '.join(others)}'s "
-            "commit: its commit file was most likely replaced by another writer's (put-if-absent not enforced), "
-            "unless the engine reported a version it never wrote.")
+    return (
+        f" The engine told it version {version}, and the log's version {version} is op {', '.join(others)}'s "
+        "commit: its commit file was most likely replaced by another writer's (put-if-absent not enforced), "
+        "unless the engine reported a version it never wrote."
+    )

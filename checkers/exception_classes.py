@@ -29,8 +29,8 @@ from typing import Any
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import INSERT_ONLY
 from checkers.row_columns import declared_table
-from harness.deltalog import TransactionLog
 from harness.core.history import ErrorClass, History, Op
+from harness.deltalog import TransactionLog
 
 NAME = "exception-classes"
 CREATES = frozenset({"create", "create-table"})
@@ -72,52 +72,80 @@ def _impossible(op: Op, cls: ErrorClass, facts: dict[str, bool]) -> str | None:
     if cls is ErrorClass.CONCURRENT_TRANSACTION and _app_id(op) is None:
         return "E5 needs two writers with one application transaction id, and the op carries none"
     if cls is ErrorClass.PROTOCOL_CHANGED and not facts["protocol"] and op.f not in CREATES:
-        return ("E6 needs a protocol change or writers creating one table, and no commit after the table's "
-                "creation changed the protocol, and the op creates nothing")
+        return (
+            "E6 needs a protocol change or writers creating one table, and no commit after the table's "
+            "creation changed the protocol, and the op creates nothing"
+        )
     return None
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     strict = bool(declared_table(history).get("strict_exceptions"))
     facts = _log_facts(log)
-    conflicts = [op for op in history.client_ops() if op.error is not None and op.error.cls.is_conflict]
+    conflicts = [(op, op.error) for op in history.client_ops() if op.error is not None and op.error.cls.is_conflict]
     anomalies: list[Anomaly] = []
-    for op in conflicts:
-        cls = op.error.cls
+    for op, error in conflicts:
+        cls = error.cls
         if cls is ErrorClass.UNCLASSIFIED_CONFLICT:
-            anomalies.append(Anomaly(
-                "conflict-unclassified", "E1-E6",
-                f"Op {op.id} ({op.f}, process {op.process}) failed because of a concurrent commit, but the engine "
-                f"reported none of the six conflict classes: {op.error.raw[:300]}", ops=[op.id]))
+            anomalies.append(
+                Anomaly(
+                    "conflict-unclassified",
+                    "E1-E6",
+                    f"Op {op.id} ({op.f}, process {op.process}) failed because of a concurrent commit, but the engine "
+                    f"reported none of the six conflict classes: {error.raw[:300]}",
+                    ops=[op.id],
+                )
+            )
             continue
         why = _impossible(op, cls, facts)
         if why is not None:
-            anomalies.append(Anomaly(
-                "wrong-conflict-class", cls.claim,
-                f"Op {op.id} ({op.f}, process {op.process}) failed with {cls.value} ({cls.claim}), but {why}: "
-                f"{op.error.raw[:300]}", ops=[op.id]))
+            anomalies.append(
+                Anomaly(
+                    "wrong-conflict-class",
+                    cls.claim,
+                    f"Op {op.id} ({op.f}, process {op.process}) failed with {cls.value} ({cls.claim}), but {why}: "
+                    f"{error.raw[:300]}",
+                    ops=[op.id],
+                )
+            )
     kinds = Counter(a.kind for a in anomalies)
-    stats = {"conflicts": len(conflicts), "findings": dict(kinds), "strict": strict,
-             "by_class": dict(Counter(op.error.cls.value for op in conflicts))}
+    stats = {
+        "conflicts": len(conflicts),
+        "findings": dict(kinds),
+        "strict": strict,
+        "by_class": dict(Counter(error.cls.value for _, error in conflicts)),
+    }
     if not conflicts:
         return CheckResult(NAME, Verdict.VALID, "No op failed with a conflict.", [], stats)
     if not anomalies:
-        return CheckResult(NAME, Verdict.VALID,
-                           f"Each of the {len(conflicts)} conflict(s) carries one of the six classes, and none a "
-                           "class the log shows could not apply.", [], stats)
+        return CheckResult(
+            NAME,
+            Verdict.VALID,
+            f"Each of the {len(conflicts)} conflict(s) carries one of the six classes, and none a "
+            "class the log shows could not apply.",
+            [],
+            stats,
+        )
     summary = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
     if strict:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} of {len(conflicts)} conflict(s) carry no class or a class the log rules out "
             f"({summary}); --strict-exceptions makes these fail the run. First: {anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     # Findings, not safety: reported, listed, and the run stays as the other
     # checkers make it (results.json and the summary carry them).
-    stats["deviations"] = [{"op": a.ops[0], "kind": a.kind, "claim": a.claim, "explanation": a.explanation}
-                           for a in anomalies]
+    stats["deviations"] = [
+        {"op": a.ops[0], "kind": a.kind, "claim": a.claim, "explanation": a.explanation} for a in anomalies
+    ]
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"No safety issue, but {len(anomalies)} of {len(conflicts)} conflict(s) are exception-class findings "
         f"({summary}; spec E-list): {anomalies[0].explanation} (run with --strict-exceptions to fail on them)",
-        [], stats)
+        [],
+        stats,
+    )

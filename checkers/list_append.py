@@ -30,9 +30,9 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import reads, table_facts
 from checkers.row_columns import row_columns
 from checkers.serializability import default_isolation
+from harness.core.history import History
 from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 from harness.deltalog import TransactionLog
-from harness.core.history import History
 
 NAME = "list-append"
 MAX_PER_KIND = 50
@@ -48,9 +48,10 @@ class Element:
     added: int
     removed: int | None
 
-    def alive_with(self, other: "Element") -> bool:
-        return ((self.removed is None or self.removed > other.added)
-                and (other.removed is None or other.removed > self.added))
+    def alive_with(self, other: Element) -> bool:
+        return (self.removed is None or self.removed > other.added) and (
+            other.removed is None or other.removed > self.added
+        )
 
     def label(self) -> str:
         return f"element {self.writer} (row {self.id}, committed at version {self.added})"
@@ -88,8 +89,8 @@ def _read_spans(els: list[Element]) -> dict[Any, list[Span]]:
         states.append((v, top, frozenset(by_pos[top])))
     out: dict[Any, list[Span]] = {}
     for e in els:
-        spans = []
-        for (lo, top, tails), nxt in zip(states, [*states[1:], None]):
+        spans: list[Span] = []
+        for (lo, top, tails), nxt in zip(states, [*states[1:], None], strict=True):
             hi = min(nxt[0] if nxt else e.added, e.added)
             if lo < hi and top == e.pos - 1 and (e.prev in tails if e.pos else e.prev is None):
                 if spans and spans[-1][1] == lo:
@@ -127,45 +128,68 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             at[e.pos].append(e)
         for pos, same in sorted(at.items()):
             for i, a in enumerate(same):
-                b = next((b for b in same[i + 1:] if a.alive_with(b)), None)
+                b = next((b for b in same[i + 1 :] if a.alive_with(b)), None)
                 if b is None:
                     continue
                 level = log.configuration_at(b.added - 1).get("delta.isolationLevel")
                 level = level if level in LEVELS else default
                 read = "an empty list" if pos == 0 else f"a list of length {pos} ending in element {b.prev}"
-                report(Anomaly(
-                    "duplicate-position", "C15" if level == WRITE_SERIALIZABLE else "C14",
-                    f"Lost append (G-single) on key {k!r}: {a.label()} and {b.label()} are both at position {pos} "
-                    f"and alive together. Both transactions read {read}; the later one read the target table "
-                    f"(INSERT ... SELECT / MERGE), so it should have conflicted with the earlier one (spec M3) "
-                    f"at level {level}, and no serial order lets both read the same prefix.",
-                    ops=[a.writer, b.writer], versions=[a.added, b.added], rows=[a.id, b.id],
-                    details={"key": k, "pos": pos, "level": level}))
+                report(
+                    Anomaly(
+                        "duplicate-position",
+                        "C15" if level == WRITE_SERIALIZABLE else "C14",
+                        f"Lost append (G-single) on key {k!r}: {a.label()} and {b.label()} are both at position {pos} "
+                        f"and alive together. Both transactions read {read}; the later one read the target table "
+                        f"(INSERT ... SELECT / MERGE), so it should have conflicted with the earlier one (spec M3) "
+                        f"at level {level}, and no serial order lets both read the same prefix.",
+                        ops=[a.writer, b.writer],
+                        versions=[a.added, b.added],
+                        rows=[a.id, b.id],
+                        details={"key": k, "pos": pos, "level": level},
+                    )
+                )
                 break
             for e in same:
                 if pos == 0:
                     if e.prev is not None:
-                        report(Anomaly(
-                            "broken-link", "C12",
-                            f"On key {k!r}, {e.label()} is at position 0 but names {e.prev} as the last element "
-                            "it read: its transaction read no single snapshot of the list.",
-                            ops=[e.writer], versions=[e.added], rows=[e.id]))
+                        report(
+                            Anomaly(
+                                "broken-link",
+                                "C12",
+                                f"On key {k!r}, {e.label()} is at position 0 but names {e.prev} as the last element "
+                                "it read: its transaction read no single snapshot of the list.",
+                                ops=[e.writer],
+                                versions=[e.added],
+                                rows=[e.id],
+                            )
+                        )
                     continue
                 before = at.get(pos - 1, [])
                 if not before:
-                    report(Anomaly(
-                        "list-gap", "C12",
-                        f"On key {k!r}, {e.label()} is at position {pos} but no element was ever at position "
-                        f"{pos - 1}: its transaction read a list of length {pos} that never existed.",
-                        ops=[e.writer], versions=[e.added], rows=[e.id]))
+                    report(
+                        Anomaly(
+                            "list-gap",
+                            "C12",
+                            f"On key {k!r}, {e.label()} is at position {pos} but no element was ever at position "
+                            f"{pos - 1}: its transaction read a list of length {pos} that never existed.",
+                            ops=[e.writer],
+                            versions=[e.added],
+                            rows=[e.id],
+                        )
+                    )
                 elif not any(p.writer == e.prev and p.added < e.added for p in before):
-                    report(Anomaly(
-                        "broken-link", "C12",
-                        f"On key {k!r}, {e.label()} at position {pos} names {e.prev} as the last element it read, "
-                        f"but position {pos - 1} holds {', '.join(p.label() for p in before)}: its transaction's "
-                        "read was not of one committed snapshot.",
-                        ops=[e.writer, *(p.writer for p in before)], versions=[e.added, *(p.added for p in before)],
-                        rows=[e.id]))
+                    report(
+                        Anomaly(
+                            "broken-link",
+                            "C12",
+                            f"On key {k!r}, {e.label()} at position {pos} names {e.prev} as the last element it read, "
+                            f"but position {pos - 1} holds {', '.join(p.label() for p in before)}: its transaction's "
+                            "read was not of one committed snapshot.",
+                            ops=[e.writer, *(p.writer for p in before)],
+                            versions=[e.added, *(p.added for p in before)],
+                            rows=[e.id],
+                        )
+                    )
 
     # One transaction, one snapshot (C12): the states its elements read of
     # their keys must all hold at one version.
@@ -184,14 +208,23 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             common = _intersect(common, spans[e.id])
         if common:
             continue
-        parts = "; ".join(f"key {e.k!r} as {'empty' if e.pos == 0 else f'length {e.pos} ending in {e.prev}'} "
-                          f"(versions {_fmt_spans(spans[e.id])})" for e in els)
-        report(Anomaly(
-            "non-snapshot-read", "C12",
-            f"Transaction {writer} (committed at version {els[0].added}) read {parts}: no single committed "
-            "version holds all of that, so its one statement did not read one snapshot of the table.",
-            ops=[writer], versions=[els[0].added], rows=[e.id for e in els],
-            details={"reads": {str(e.k): [e.pos, e.prev, spans[e.id]] for e in els}}))
+        parts = "; ".join(
+            f"key {e.k!r} as {'empty' if e.pos == 0 else f'length {e.pos} ending in {e.prev}'} "
+            f"(versions {_fmt_spans(spans[e.id])})"
+            for e in els
+        )
+        report(
+            Anomaly(
+                "non-snapshot-read",
+                "C12",
+                f"Transaction {writer} (committed at version {els[0].added}) read {parts}: no single committed "
+                "version holds all of that, so its one statement did not read one snapshot of the table.",
+                ops=[writer],
+                versions=[els[0].added],
+                rows=[e.id for e in els],
+                details={"reads": {str(e.k): [e.pos, e.prev, spans[e.id]] for e in els}},
+            )
+        )
 
     order = {k: [e.writer for e in els] for k, els in by_key.items()}
     rank = {(k, w): i for k, ws in order.items() for i, w in enumerate(ws)}
@@ -206,24 +239,41 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             # it can get wrong is which elements: a prefix of the commits.
             got = [w for _, w in sorted(items, key=lambda pw: (pw[0], rank.get((k, pw[1]), -1)))]
             want = order.get(k, [])
-            if set(got) != set(want[:len(got)]):
-                extra = sorted(set(got) - set(want[:len(got)]))
-                report(Anomaly(
-                    "incompatible-order", "C12",
-                    f"Read {op.id} saw key {k!r} as [{', '.join(got)}], which is not a prefix of the key's "
-                    f"version order [{', '.join(want)}] ({', '.join(extra)} seen without every element committed "
-                    "before it): no committed version of the table holds that list.",
-                    ops=[op.id], versions=[op.version] if op.version is not None else [],
-                    details={"key": k, "read": got, "version_order": want}))
-    stats = {"keys": len(by_key), "elements": sum(len(v) for v in by_key.values()), "reads_checked": n_reads,
-             **{f"{kind}_total": n for kind, n in counts.items()}}
+            if set(got) != set(want[: len(got)]):
+                extra = sorted(set(got) - set(want[: len(got)]))
+                report(
+                    Anomaly(
+                        "incompatible-order",
+                        "C12",
+                        f"Read {op.id} saw key {k!r} as [{', '.join(got)}], which is not a prefix of the key's "
+                        f"version order [{', '.join(want)}] ({', '.join(extra)} seen without every element committed "
+                        "before it): no committed version of the table holds that list.",
+                        ops=[op.id],
+                        versions=[op.version] if op.version is not None else [],
+                        details={"key": k, "read": got, "version_order": want},
+                    )
+                )
+    stats = {
+        "keys": len(by_key),
+        "elements": sum(len(v) for v in by_key.values()),
+        "reads_checked": n_reads,
+        **{f"{kind}_total": n for kind, n in counts.items()},
+    }
     if anomalies:
         summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
         return CheckResult(
-            NAME, Verdict.INVALID,
-            f"The lists are not linear: {summary}. First: {anomalies[0].explanation}", anomalies, stats)
+            NAME,
+            Verdict.INVALID,
+            f"The lists are not linear: {summary}. First: {anomalies[0].explanation}",
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"All {stats['elements']} elements of the {len(by_key)} lists form gap-free chains, each linked to the "
         f"element before it, no position holds two live elements, and each of {n_reads} read(s) saw every list as "
-        "a prefix of its version order.", [], stats)
+        "a prefix of its version order.",
+        [],
+        stats,
+    )

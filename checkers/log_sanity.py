@@ -7,23 +7,30 @@ from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import table_facts
-from harness.deltalog import TransactionLog
 from harness.core.history import History
+from harness.deltalog import TransactionLog
 
 NAME = "log-sanity"
 # Problems that mean the log itself is broken, not that we can't read a part.
 _BROKEN = {
-    "gap", "unparseable", "missing-commit", "multiple-metadata", "multiple-protocol",
+    "gap",
+    "unparseable",
+    "missing-commit",
+    "multiple-metadata",
+    "multiple-protocol",
     # The protocol forbids two actions on one file in a commit; a checkpoint
     # that disagrees with the commits it summarizes defines two tables.
-    "duplicate-file-action", "checkpoint-mismatch",
+    "duplicate-file-action",
+    "checkpoint-mismatch",
 }
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     # The reader reports a missing or empty _delta_log as an "empty-log" problem.
     if not log.versions and all(p.kind == "empty-log" for p in log.problems):
-        return CheckResult(NAME, Verdict.UNKNOWN, "No transaction log was found, so nothing about the table can be checked.")
+        return CheckResult(
+            NAME, Verdict.UNKNOWN, "No transaction log was found, so nothing about the table can be checked."
+        )
     # Replay first: reading the data files records their problems
     # ("data-file-unreadable") on the log, and they must be seen below.
     table_facts(log)
@@ -34,33 +41,54 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     unknowns = []
     for p in log.problems:
         if p.kind == "data-file-missing":
-            anomalies.append(Anomaly(
-                kind="missing-data-file", claim="C7",
-                explanation=f"Version {p.version} adds a data file the store does not have, so the rows it "
-                            f"committed are gone: {p.detail}",
-                versions=[p.version] if p.version is not None else []))
+            anomalies.append(
+                Anomaly(
+                    kind="missing-data-file",
+                    claim="C7",
+                    explanation=f"Version {p.version} adds a data file the store does not have, so the rows it "
+                    f"committed are gone: {p.detail}",
+                    versions=[p.version] if p.version is not None else [],
+                )
+            )
         elif p.kind in _BROKEN:
-            anomalies.append(Anomaly(
-                kind=f"log-{p.kind}",
-                claim="C4",
-                explanation=f"Version {p.version}: {p.detail}" if p.version is not None else p.detail,
-                versions=[p.version] if p.version is not None else [],
-            ))
+            anomalies.append(
+                Anomaly(
+                    kind=f"log-{p.kind}",
+                    claim="C4",
+                    explanation=f"Version {p.version}: {p.detail}" if p.version is not None else p.detail,
+                    versions=[p.version] if p.version is not None else [],
+                )
+            )
         else:
             unknowns.append(f"{p.kind} at version {p.version}: {p.detail}")
-    stats = {"versions": len(log.versions), "latest_version": log.latest_version,
-             "checkpoints": len(log.checkpoint_versions), "problems": len(log.problems)}
+    stats = {
+        "versions": len(log.versions),
+        "latest_version": log.latest_version,
+        "checkpoints": len(log.checkpoint_versions),
+        "problems": len(log.problems),
+    }
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"The transaction log is not a contiguous, parseable sequence of commits: {len(anomalies)} problem(s), "
             f"e.g. {anomalies[0].explanation}. Spec C4 says each commit adds exactly one log entry and the table at "
             "version v is defined by entries 0..v, so a gap or an unreadable entry leaves some versions undefined.",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     if unknowns:
-        return CheckResult(NAME, Verdict.UNKNOWN,
-                           f"The log is contiguous, but part of it could not be read: {'; '.join(unknowns[:3])}.",
-                           [], stats)
+        return CheckResult(
+            NAME,
+            Verdict.UNKNOWN,
+            f"The log is contiguous, but part of it could not be read: {'; '.join(unknowns[:3])}.",
+            [],
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
-        f"Versions 0..{log.latest_version} are contiguous and every commit and data file parses.", [], stats)
+        NAME,
+        Verdict.VALID,
+        f"Versions 0..{log.latest_version} are contiguous and every commit and data file parses.",
+        [],
+        stats,
+    )

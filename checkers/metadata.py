@@ -31,8 +31,8 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import commit_op_id, table_facts
-from harness.deltalog import TransactionLog
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
+from harness.deltalog import TransactionLog
 
 NAME = "metadata-conflicts"
 
@@ -97,8 +97,11 @@ def _commits(history: History, log: TransactionLog) -> list[_Commit]:
             # in what it added (each op's key / column is its own).
             prev = log.metadata_at(v - 1)
             old_conf, old_cols = configuration(prev), set(schema_columns(prev))
-            owners = {key_owner[(k, x)].id for k, x in configuration(meta).items()
-                      if old_conf.get(k) != x and (k, x) in key_owner}
+            owners = {
+                key_owner[(k, x)].id
+                for k, x in configuration(meta).items()
+                if old_conf.get(k) != x and (k, x) in key_owner
+            }
             owners |= {col_owner[n].id for n in schema_columns(meta) if n not in old_cols and n in col_owner}
             op = by_id[owners.pop()] if len(owners) == 1 else None
         rv = c.read_version
@@ -131,30 +134,38 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             if missed:
                 m = missed[0]
                 m_who = f"op {m.op.id} ({m.op.f})" if m.op else "an unattributed commit"
-                anomalies.append(Anomaly(
-                    "commit-after-metadata-change", "C17",
-                    f"Version {c.version}, by {who}, read version {c.read_version} and committed although "
-                    f"{len(missed)} metadata change(s) committed in between (first: version {m.version}, by {m_who}); "
-                    f"a metadata change must make every concurrent write fail.",
-                    ops=[x.id for x in (c.op, m.op) if x], versions=[c.read_version, m.version, c.version],
-                    details={"missed_metadata_versions": [x.version for x in missed]}))
+                anomalies.append(
+                    Anomaly(
+                        "commit-after-metadata-change",
+                        "C17",
+                        f"Version {c.version}, by {who}, read version {c.read_version} and committed although "
+                        f"{len(missed)} metadata change(s) committed in between (first: version {m.version}, by "
+                        f"{m_who}); "
+                        f"a metadata change must make every concurrent write fail.",
+                        ops=[x.id for x in (c.op, m.op) if x],
+                        versions=[c.read_version, m.version, c.version],
+                        details={"missed_metadata_versions": [x.version for x in missed]},
+                    )
+                )
             continue
         # Read version unknown: concurrent unless its op began after the
         # change's op had ended (a later snapshot then includes the change).
         maybe = [m for m in before if c.op is None or m.op is None or m.op.end is None or c.op.start < m.op.end]
         if maybe:
-            unknown[c.version] = (f"version {c.version} ({who}): read version unknown, and it may have overlapped "
-                                  f"the metadata change at version {maybe[-1].version}")
+            unknown[c.version] = (
+                f"version {c.version} ({who}): read version unknown, and it may have overlapped "
+                f"the metadata change at version {maybe[-1].version}"
+            )
 
     final = log.metadata_at(log.latest_version)
     final_conf, final_cols = configuration(final), set(schema_columns(final))
     ever_conf: set[tuple[str, str]] = set()
     ever_cols: set[str] = set()
     for v in log.versions:
-        m = log.commits[v].metadata
-        if m is not None:
-            ever_conf |= set(configuration(m).items())
-            ever_cols |= set(schema_columns(m))
+        meta = log.commits[v].metadata
+        if meta is not None:
+            ever_conf |= set(configuration(meta).items())
+            ever_cols |= set(schema_columns(meta))
     meta_ops = [op for op in history.client_ops() if _props(op) or _columns(op)]
     for op in meta_ops:
         props, cols = _props(op), _columns(op)
@@ -162,24 +173,34 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             lost = [f"{k}={x}" for k, x in props.items() if final_conf.get(k) != x]
             lost += [f"column {n}" for n in cols if n not in final_cols]
             if lost:
-                anomalies.append(Anomaly(
-                    "lost-metadata-update", "C7",
-                    f"Op {op.id} ({op.f}) was acknowledged ok, but the metadata of the final version "
-                    f"{log.latest_version} lacks {', '.join(lost)} (spec C7, C17).",
-                    ops=[op.id], versions=[log.latest_version]))
+                anomalies.append(
+                    Anomaly(
+                        "lost-metadata-update",
+                        "C7",
+                        f"Op {op.id} ({op.f}) was acknowledged ok, but the metadata of the final version "
+                        f"{log.latest_version} lacks {', '.join(lost)} (spec C7, C17).",
+                        ops=[op.id],
+                        versions=[log.latest_version],
+                    )
+                )
         elif op.type == FAIL:
             applied = [f"{k}={x}" for k, x in props.items() if (k, x) in ever_conf]
             applied += [f"column {n}" for n in cols if n in ever_cols]
             if applied:
-                anomalies.append(Anomaly(
-                    "failed-but-committed", "C6",
-                    f"Op {op.id} ({op.f}) failed ({op.error.cls.value if op.error else 'no error recorded'}), yet the "
-                    f"log's metadata carries its change ({', '.join(applied)}).",
-                    ops=[op.id]))
+                anomalies.append(
+                    Anomaly(
+                        "failed-but-committed",
+                        "C6",
+                        f"Op {op.id} ({op.f}) failed ({op.error.cls.value if op.error else 'no error recorded'}), "
+                        f"yet the log's metadata carries its change ({', '.join(applied)}).",
+                        ops=[op.id],
+                    )
+                )
 
     classes, findings = _conflict_classes(history, commits)
-    unsupported = Counter(op.f for op in history.client_ops()
-                          if op.error is not None and op.error.cls is ErrorClass.UNSUPPORTED)
+    unsupported = Counter(
+        op.f for op in history.client_ops() if op.error is not None and op.error.cls is ErrorClass.UNSUPPORTED
+    )
     stats: dict[str, Any] = {
         "metadata_commits": len(metas),
         "metadata_ops": dict(Counter(f"{op.f}:{op.type}" for op in meta_ops)),
@@ -192,27 +213,44 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     if unknown:
         stats["unknown"] = dict(list(unknown.items())[:50])
     cls_text = ", ".join(f"{k} x{n}" for k, n in sorted(classes.items())) or "none"
-    tail = (f" Conflicts of writes racing metadata changes: {cls_text}; {len(findings)} lacked the E4 class "
-            f"MetadataChangedException.")
+    tail = (
+        f" Conflicts of writes racing metadata changes: {cls_text}; {len(findings)} lacked the E4 class "
+        f"MetadataChangedException."
+    )
     if unsupported:
-        tail += " Reported unsupported by the engine: " + ", ".join(f"{f} x{n}" for f, n in sorted(unsupported.items())) + "."
+        tail += (
+            " Reported unsupported by the engine: "
+            + ", ".join(f"{f} x{n}" for f, n in sorted(unsupported.items()))
+            + "."
+        )
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} metadata anomaly(ies) among {len(metas)} metadata change(s). Spec C17: a metadata "
             f"change makes every concurrent write fail. First: {anomalies[0].explanation}" + tail,
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     if unknown:
         first = next(iter(unknown.values()))
         return CheckResult(
-            NAME, Verdict.UNKNOWN,
+            NAME,
+            Verdict.UNKNOWN,
             f"No violation found, but {len(unknown)} commit(s) after a metadata change have no known read version and "
-            f"may have raced it, so C17 cannot be judged for them, e.g. {first}." + tail, [], stats)
+            f"may have raced it, so C17 cannot be judged for them, e.g. {first}." + tail,
+            [],
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"No commit read a version older than a metadata change committed before it ({len(metas)} metadata "
         f"change(s), {stats['commits_after_a_metadata_change']} later commit(s)), and every acknowledged property "
-        f"set and column add is in the final metadata." + tail, [], stats)
+        f"set and column add is in the final metadata." + tail,
+        [],
+        stats,
+    )
 
 
 def _conflict_classes(history: History, commits: list[_Commit]) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -229,6 +267,13 @@ def _conflict_classes(history: History, commits: list[_Commit]) -> tuple[dict[st
             continue
         classes[op.error.cls.value] += 1
         if all(c.is_metadata for c in racing) and op.error.cls is not ErrorClass.METADATA_CHANGED:
-            findings.append({"op": op.id, "f": op.f, "class": op.error.cls.value,
-                             "metadata_versions": [c.version for c in racing], "raw": op.error.raw[:300]})
+            findings.append(
+                {
+                    "op": op.id,
+                    "f": op.f,
+                    "class": op.error.cls.value,
+                    "metadata_versions": [c.version for c in racing],
+                    "raw": op.error.raw[:300],
+                }
+            )
     return dict(classes), findings

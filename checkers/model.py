@@ -8,12 +8,14 @@ and removed, so each row's lifetime is an interval of versions
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from harness.deltalog import TransactionLog
 from harness.core.history import OK, History, Op
+from harness.deltalog import TransactionLog
 
 _MASK = (1 << 64) - 1
 
@@ -43,13 +45,13 @@ class Fingerprint:
     h2: int
 
     @classmethod
-    def of(cls, ids: Iterable[Any]) -> "Fingerprint":
+    def of(cls, ids: Iterable[Any]) -> Fingerprint:
         f = cls(0, 0, 0)
         for i in ids:
             f = f.add(i)
         return f
 
-    def add(self, row_id: Any, sign: int = 1) -> "Fingerprint":
+    def add(self, row_id: Any, sign: int = 1) -> Fingerprint:
         k = _row_key(row_id)
         return Fingerprint(
             self.count + sign,
@@ -122,12 +124,15 @@ class TableFacts:
         return self._op_commits.get(op_id)
 
 
+# One replay per log object, for as long as the log lives.
+_FACTS: weakref.WeakKeyDictionary[TransactionLog, TableFacts] = weakref.WeakKeyDictionary()
+
+
 def table_facts(log: TransactionLog) -> TableFacts:
     """Facts of a log, computed once and shared by every checker of a run."""
-    cached = getattr(log, "_dj_table_facts", None)
+    cached = _FACTS.get(log)
     if cached is None:
-        cached = _replay(log)
-        setattr(log, "_dj_table_facts", cached)
+        cached = _FACTS[log] = _replay(log)
     return cached
 
 
@@ -189,7 +194,7 @@ def _replay(log: TransactionLog) -> TableFacts:
             if writers is None:
                 writers = [None] * len(ids)
             file_lives = []
-            for rid, w in zip(ids, writers):
+            for rid, w in zip(ids, writers, strict=True):
                 carried = leaving.get((rid, w))
                 if carried:
                     file_lives.append(carried.pop())
@@ -231,8 +236,11 @@ INSERT_ONLY = frozenset({"append"})
 
 def writes(history: History) -> list[Op]:
     """Client ops that write rows: their invocation names the new row ids."""
-    return [op for op in history.client_ops()
-            if op.f != "read" and isinstance(op.invoke.value, dict) and "ids" in op.invoke.value]
+    return [
+        op
+        for op in history.client_ops()
+        if op.f != "read" and isinstance(op.invoke.value, dict) and "ids" in op.invoke.value
+    ]
 
 
 def reads(history: History) -> list[Op]:

@@ -28,8 +28,8 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import table_facts
-from harness.deltalog import TransactionLog
 from harness.core.history import FAIL, INFO, OK, History, Op
+from harness.deltalog import TransactionLog
 
 NAME = "partition-conflicts"
 LITERAL = "literal"
@@ -43,7 +43,7 @@ def _declared(op: Op, columns: list[str]) -> Partition | None:
     v = op.invoke.value
     p = v.get("partition") if isinstance(v, dict) else None
     if isinstance(p, (list, tuple)) and len(p) == len(columns):
-        return tuple(zip(columns, (None if x is None else str(x) for x in p)))
+        return tuple(zip(columns, (None if x is None else str(x) for x in p), strict=True))
     return None
 
 
@@ -74,8 +74,11 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     meta = log.metadata_at(latest) if latest is not None else None
     columns = list((meta or {}).get("partitionColumns") or [])
     if not columns:
-        return CheckResult(NAME, Verdict.UNKNOWN,
-                           "The table has no partition columns in its log, so partition conflicts cannot be judged.")
+        return CheckResult(
+            NAME,
+            Verdict.UNKNOWN,
+            "The table has no partition columns in its log, so partition conflicts cannot be judged.",
+        )
     facts = table_facts(log)
     ops = history.client_ops()
     scoped = {op.id: (op, p) for op in ops if (p := _declared(op, columns)) is not None}
@@ -92,17 +95,28 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         touched[op.id] = (version, parts)
         foreign = sorted(parts - {p})
         if foreign:
-            paths = [a["path"] for a in (*adds, *removes)
-                     if tuple(((a.get("partitionValues") or {}).get(c)) for c in columns) != tuple(x for _, x in p)]
-            anomalies.append(Anomaly(
-                "foreign-partition-rewrite", "P1",
-                f"Op {op.id} ({op.f}, {_variant(op)}) named partition {_fmt(p)}, but its commit {version} added or "
-                f"removed files of {', '.join(_fmt(x) for x in foreign)} ({', '.join(paths[:3])}). An op on one "
-                f"partition must touch only that partition's files (spec P1).",
-                ops=[op.id], versions=[version], details={"paths": paths[:50]}))
+            paths = [
+                a["path"]
+                for a in (*adds, *removes)
+                if tuple(((a.get("partitionValues") or {}).get(c)) for c in columns) != tuple(x for _, x in p)
+            ]
+            anomalies.append(
+                Anomaly(
+                    "foreign-partition-rewrite",
+                    "P1",
+                    f"Op {op.id} ({op.f}, {_variant(op)}) named partition {_fmt(p)}, but its commit {version} added or "
+                    f"removed files of {', '.join(_fmt(x) for x in foreign)} ({', '.join(paths[:3])}). An op on one "
+                    f"partition must touch only that partition's files (spec P1).",
+                    ops=[op.id],
+                    versions=[version],
+                    details={"paths": paths[:50]},
+                )
+            )
 
     # Conflict rate per op kind and variant.
-    counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"attempts": 0, "conflicts": 0}))
+    counts: dict[str, dict[str, dict[str, int]]] = defaultdict(
+        lambda: defaultdict(lambda: {"attempts": 0, "conflicts": 0})
+    )
     for op, _p in scoped.values():
         if op.error is not None and op.error.cls.value == "unsupported":
             continue
@@ -118,8 +132,10 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             if variant != BLIND:
                 per_variant[variant]["attempts"] += c["attempts"]
                 per_variant[variant]["conflicts"] += c["conflicts"]
-    totals = {v: {**c, "rate": round(c["conflicts"] / c["attempts"], 3) if c["attempts"] else None}
-              for v, c in sorted(per_variant.items())}
+    totals = {
+        v: {**c, "rate": round(c["conflicts"] / c["attempts"], 3) if c["attempts"] else None}
+        for v, c in sorted(per_variant.items())
+    }
 
     # P1: conflicts no concurrent write in the same partition explains.
     writes = [op for op in ops if op.f != "read" and op.type in (OK, INFO)]
@@ -144,30 +160,49 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             judged.append((w, scoped[w.id][1], logged[0] if logged else None))
         else:
             deviations += 1
-            who = "; ".join(f"{w.id} ({w.f}, {_variant(w)}, {_fmt(p)}"
-                            f"{f', committed version {v}' if v is not None else ''}, {w.type})" for w, p, v in judged)
-            anomalies.append(Anomaly(
-                "partition-conflict", "P1",
-                f"Op {loser.id} ({loser.f}, {_variant(loser)}, partition {_fmt(lp)}) failed with "
-                f"{loser.error.cls.value if loser.error else 'a conflict'}, but every write concurrent with it "
-                f"touched only other partitions with literal partition predicates or blind appends: {who}. "
-                "Spec P1/P2: operations on disjoint partitions whose conditions name their partitions do not "
-                "conflict (an availability deviation: the op was refused, no data is wrong).",
-                ops=[loser.id, *(w.id for w, _, _ in judged)],
-                versions=sorted(v for _, _, v in judged if v is not None),
-                details={"loser_partition": _fmt(lp), "error": loser.error.raw[:500] if loser.error else None}))
+            who = "; ".join(
+                f"{w.id} ({w.f}, {_variant(w)}, {_fmt(p)}"
+                f"{f', committed version {v}' if v is not None else ''}, {w.type})"
+                for w, p, v in judged
+            )
+            anomalies.append(
+                Anomaly(
+                    "partition-conflict",
+                    "P1",
+                    f"Op {loser.id} ({loser.f}, {_variant(loser)}, partition {_fmt(lp)}) failed with "
+                    f"{loser.error.cls.value if loser.error else 'a conflict'}, but every write concurrent with it "
+                    f"touched only other partitions with literal partition predicates or blind appends: {who}. "
+                    "Spec P1/P2: operations on disjoint partitions whose conditions name their partitions do not "
+                    "conflict (an availability deviation: the op was refused, no data is wrong).",
+                    ops=[loser.id, *(w.id for w, _, _ in judged)],
+                    versions=sorted(v for _, _, v in judged if v is not None),
+                    details={"loser_partition": _fmt(lp), "error": loser.error.raw[:500] if loser.error else None},
+                )
+            )
 
-    stats = {"partition_columns": columns, "conflict_rate": rates, "conflict_rate_by_variant": totals,
-             "p1_deviations": deviations, "commits_checked": len(touched)}
+    stats = {
+        "partition_columns": columns,
+        "conflict_rate": rates,
+        "conflict_rate_by_variant": totals,
+        "p1_deviations": deviations,
+        "commits_checked": len(touched),
+    }
     rate_txt = ", ".join(f"{v}: {c['conflicts']}/{c['attempts']}" for v, c in totals.items()) or "no DML ops"
     if anomalies:
         kinds = sorted({a.kind for a in anomalies})
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} partition anomal{'y' if len(anomalies) == 1 else 'ies'} ({', '.join(kinds)}); "
-            f"conflicts per variant {rate_txt}. First: {anomalies[0].explanation}", anomalies, stats)
+            f"conflicts per variant {rate_txt}. First: {anomalies[0].explanation}",
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"No conflict between ops on disjoint partitions with literal partition predicates, and each of the "
         f"{len(touched)} attributed commits touched only its op's partition; conflicts per variant {rate_txt}.",
-        [], stats)
+        [],
+        stats,
+    )

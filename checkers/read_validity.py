@@ -17,8 +17,8 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import Fingerprint, TableFacts, fmt_ids, reads, table_facts
-from harness.deltalog import TransactionLog
 from harness.core.history import OK, History, Op
+from harness.deltalog import TransactionLog
 
 NAME = "read-validity"
 
@@ -28,8 +28,13 @@ class _Windows:
         # Every write narrows the windows, also one that adds no rows (a
         # DELETE of everything): its commit is found by the op id in its
         # commitInfo where the engine writes one.
-        committed = [(op, facts.commit_version(op.id)) for op in history.client_ops() if op.f != "read"]
-        committed = [(op, v) for op, v in committed if v is not None]
+        committed = [
+            (op, v)
+            for op in history.client_ops()
+            if op.f != "read"
+            for v in (facts.commit_version(op.id),)
+            if v is not None
+        ]
         acked = sorted((op.end, v) for op, v in committed if op.type == OK and op.end is not None)
         self._ack_times = [t for t, _ in acked]
         self._ack_prefix_max: list[int] = []
@@ -79,11 +84,13 @@ def _explain_mismatch(ids: list[Any], facts: TableFacts, lo: int, hi: int) -> tu
     parts = []
     if missing:
         w = writer.get(missing[0], (None, None))
-        parts.append(f"{len(missing)} row(s) of version {v} missing ({fmt_ids(missing)}; e.g. id {missing[0]} was "
-                     f"written by op {w[0]} at version {w[1]})")
+        parts.append(
+            f"{len(missing)} row(s) of version {v} missing ({fmt_ids(missing)}; e.g. id {missing[0]} was "
+            f"written by op {w[0]} at version {w[1]})"
+        )
     if extra:
-        w = writer.get(extra[0])
-        where = f"written by op {w[0]} at version {w[1]}" if w else "never committed by anyone"
+        by = writer.get(extra[0])
+        where = f"written by op {by[0]} at version {by[1]}" if by else "never committed by anyone"
         parts.append(f"{len(extra)} row(s) not in version {v} ({fmt_ids(extra)}; e.g. id {extra[0]} {where})")
     dups = len(ids) - len(seen)
     if dups:
@@ -129,22 +136,34 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         named_matches = r.version is not None and facts.fingerprints.get(r.version) == fp
         if r.version is not None and not named_matches and facts.by_fingerprint.get(fp):
             why, rows = _explain_mismatch(ids, facts, r.version, r.version)
-            anomalies.append(Anomaly(
-                "read-version-mismatch", "C12",
-                f"The engine said {when} was of version {r.version}, but the rows differ from that version: {why}.",
-                ops=[r.id], versions=[r.version], rows=rows))
+            anomalies.append(
+                Anomaly(
+                    "read-version-mismatch",
+                    "C12",
+                    f"The engine said {when} was of version {r.version}, but the rows differ from that version: {why}.",
+                    ops=[r.id],
+                    versions=[r.version],
+                    rows=rows,
+                )
+            )
             continue
-        candidates = [r.version] if named_matches else facts.by_fingerprint.get(fp, [])
+        candidates = [r.version] if named_matches and r.version is not None else facts.by_fingerprint.get(fp, [])
         if not candidates:
             if r.version is not None:  # judged against the version the engine named
                 why, rows = _explain_mismatch(ids, facts, r.version, r.version)
                 named, versions = f" (the engine said version {r.version})", [r.version]
             else:
                 (why, rows), named, versions = _explain_mismatch(ids, facts, lo, hi), "", [lo, hi]
-            anomalies.append(Anomaly(
-                "state-never-existed", "C12",
-                f"{when.capitalize()} returned a table state that no committed version ever had{named}; {why}.",
-                ops=[r.id], versions=versions, rows=rows))
+            anomalies.append(
+                Anomaly(
+                    "state-never-existed",
+                    "C12",
+                    f"{when.capitalize()} returned a table state that no committed version ever had{named}; {why}.",
+                    ops=[r.id],
+                    versions=versions,
+                    rows=rows,
+                )
+            )
             continue
         inside = [v for v in candidates if lo <= v <= hi]
         seen.append((r, min(inside or candidates)))
@@ -156,33 +175,55 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         if any(floor <= v <= hi for v in candidates):
             continue
         if max(candidates) < floor and prev is not None and prev_v > lo:
-            anomalies.append(Anomaly(
-                "stale-read", "C12",
-                f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, but read {prev.id} "
-                f"(process {prev.process}) had already returned version {prev_v} before {r.id} began: reads went "
-                "back in time.",
-                ops=[r.id, prev.id], versions=[max(candidates), prev_v]))
+            anomalies.append(
+                Anomaly(
+                    "stale-read",
+                    "C12",
+                    f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, but read {prev.id} "
+                    f"(process {prev.process}) had already returned version {prev_v} before {r.id} began: reads went "
+                    "back in time.",
+                    ops=[r.id, prev.id],
+                    versions=[max(candidates), prev_v],
+                )
+            )
         elif max(candidates) < floor:
-            anomalies.append(Anomaly(
-                "stale-read", "C12",
-                f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, but version {lo} had "
-                f"been committed and acknowledged before the read began.",
-                ops=[r.id], versions=[max(candidates), lo]))
+            anomalies.append(
+                Anomaly(
+                    "stale-read",
+                    "C12",
+                    f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, but version {lo} had "
+                    f"been committed and acknowledged before the read began.",
+                    ops=[r.id],
+                    versions=[max(candidates), lo],
+                )
+            )
         else:
-            anomalies.append(Anomaly(
-                "future-read", "C12",
-                f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, whose writer had not "
-                f"even been invoked when the read ended (newest possible version: {hi}).",
-                ops=[r.id], versions=[min(candidates), hi]))
+            anomalies.append(
+                Anomaly(
+                    "future-read",
+                    "C12",
+                    f"{when.capitalize()} returned the state of version(s) {fmt_ids(candidates)}, whose writer had not "
+                    f"even been invoked when the read ended (newest possible version: {hi}).",
+                    ops=[r.id],
+                    versions=[min(candidates), hi],
+                )
+            )
     stats = {"reads": len(rs), "final_reads": sum(1 for r in rs if isinstance(r.value, dict) and r.value.get("final"))}
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} of {len(rs)} read(s) did not return one committed version inside their real-time "
             f"window. Spec C12: a reader sees the table as of one committed version. First: "
             f"{anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"Each of the {len(rs)} read(s) returned exactly the rows of one committed version inside its real-time "
-        "window.", [], stats)
+        "window.",
+        [],
+        stats,
+    )

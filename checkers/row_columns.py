@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.model import column_values
-from harness.deltalog import TransactionLog
 from harness.core.history import History
+from harness.deltalog import TransactionLog
 
 
 def row_columns(log: TransactionLog, columns: list[str]) -> dict[Any, tuple]:
@@ -25,7 +25,7 @@ def row_columns(log: TransactionLog, columns: list[str]) -> dict[Any, tuple]:
             if not ids:
                 continue
             cols = [column_values(rows, c) or [None] * len(ids) for c in columns]
-            for rid, *vals in zip(ids, *cols):
+            for rid, *vals in zip(ids, *cols, strict=True):
                 out.setdefault(rid, tuple(vals))
     return out
 

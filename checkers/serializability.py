@@ -24,9 +24,9 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import column_values, commit_op_id
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
+from harness.core.history import FAIL, History, Op
 from harness.core.isolation import LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE
 from harness.deltalog import TransactionLog
-from harness.core.history import FAIL, History, Op
 
 NAME = "serializability"
 
@@ -47,8 +47,9 @@ def _default_by_node(history: History) -> dict[str, str]:
     """Mixed-engine runs: each node's engine default, for commits by its clients."""
     facts = _table_facts(history)
     by_engine = facts.get("default_isolation_by_engine") or {}
-    return {node: by_engine[eng] for node, eng in (facts.get("node_engines") or {}).items()
-            if by_engine.get(eng) in LEVELS}
+    return {
+        node: by_engine[eng] for node, eng in (facts.get("node_engines") or {}).items() if by_engine.get(eng) in LEVELS
+    }
 
 
 def _column(table: Any, name: str) -> list[Any] | None:
@@ -85,10 +86,12 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             rows = log.add_rows(add)
             keys = (_column(rows, key_col) if key_col else None) or _column(rows, "k") or _column(rows, "id") or []
             if attr_col and attr_col != key_col and attr_col in rows.column_names:
-                attrs.update(zip(keys, rows.column(attr_col).to_pylist()))
+                # strict=False: a file without a key column has no keys, and so
+                # no attributes and no row versions.
+                attrs.update(zip(keys, rows.column(attr_col).to_pylist(), strict=False))
             writers = _column(rows, "writer") or [None] * len(keys)
             prevs = _column(rows, "prev_writer") or [None] * len(keys)
-            versions = list(zip(keys, writers, prevs))
+            versions = list(zip(keys, writers, prevs, strict=False))
             alive[add["path"]] = versions
             added += versions
         # New iff no copy of (key, writer) was alive before this commit;
@@ -112,8 +115,10 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             # that does not tag commits): whose commit this is stays unknown.
             tid = f"v{version}"
             if removed_now:
-                unknown[tid] = (f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
-                                "and no new row says which op wrote it")
+                unknown[tid] = (
+                    f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
+                    "and no new row says which op wrote it"
+                )
         else:
             tid = str(op_id)
         new_keys = {k for k, _, _ in new}
@@ -129,7 +134,8 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         level = log.configuration_at(version - 1).get("delta.isolationLevel") if version > 0 else None
         if level not in LEVELS:
             level_assumed = True
-            level = node_default.get(op.invoke.node, default) if op is not None else default
+            node = op.invoke.node if op is not None else None
+            level = node_default.get(node, default) if node is not None else default
             assumed_levels.add(level)
         txns.append(Txn(tid, version, read_version, reads, writes, deletes, preds, level, commit.operation or ""))
         last_delete.update((d.key, tid) for d in deletes)
@@ -157,8 +163,9 @@ def _absent_reads(op: Op | None, writes: tuple[Write, ...], last_delete: dict[An
     if op is None or not isinstance(op.invoke.value, dict) or not op.invoke.value.get("read_keys"):
         return ()
     read_keys = set(op.invoke.value["read_keys"])
-    return tuple(RowRef(w.key, last_delete.get(w.key, INITIAL)) for w in writes
-                 if w.prev is None and w.key in read_keys)
+    return tuple(
+        RowRef(w.key, last_delete.get(w.key, INITIAL)) for w in writes if w.prev is None and w.key in read_keys
+    )
 
 
 def _to_anomaly(a: Any, versions: dict[str, int], levels: dict[str, str]) -> Anomaly:
@@ -166,10 +173,16 @@ def _to_anomaly(a: Any, versions: dict[str, int], levels: dict[str, str]) -> Ano
     # claim of the level its transactions' table actually carried.
     all_serializable = bool(a.txns) and all(levels.get(t) == SERIALIZABLE for t in a.txns)
     claim = {"history-order": "C14", "snapshot-mismatch": "C12"}.get(
-        a.kind, "C15" if a.level == WRITE_SERIALIZABLE and not all_serializable else "C14")
-    return Anomaly(a.kind, claim, a.explanation, ops=a.txns,
-                   versions=[versions[t] for t in a.txns if t in versions],
-                   details={"level": a.level, "edges": [e.to_json() for e in a.edges], "dot": a.dot})
+        a.kind, "C15" if a.level == WRITE_SERIALIZABLE and not all_serializable else "C14"
+    )
+    return Anomaly(
+        a.kind,
+        claim,
+        a.explanation,
+        ops=a.txns,
+        versions=[versions[t] for t in a.txns if t in versions],
+        details={"level": a.level, "edges": [e.to_json() for e in a.edges], "dot": a.dot},
+    )
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
@@ -182,10 +195,13 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     stats["levels"] = levels
     if not rw:
         return CheckResult(
-            NAME, Verdict.VALID,
+            NAME,
+            Verdict.VALID,
             f"No read-write transactions: all {len(h.txns)} committed write(s) are blind inserts that read nothing "
             "(spec C9), so any order of them is serializable; atomicity, durability and read validity cover them.",
-            [], stats)
+            [],
+            stats,
+        )
     res: TxnAnalysis = analyze(h)
     stats.update(res.stats)
     stats["reorderings"] = res.reorderings_total
@@ -193,25 +209,43 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     levels_by_txn = {t.id: t.isolation for t in h.txns}
     anomalies = [_to_anomaly(a, versions, levels_by_txn) for a in res.anomalies]
     whose = "each committing engine's default" if "/" in (h.assumed_default_level or "") else "the engine's default"
-    assumed = (f" The table carried no delta.isolationLevel; {whose} ({h.assumed_default_level}) was "
-               "assumed." if h.assumed_default_level else "")
+    assumed = (
+        f" The table carried no delta.isolationLevel; {whose} ({h.assumed_default_level}) was assumed."
+        if h.assumed_default_level
+        else ""
+    )
     if anomalies:
         kinds = sorted({a.kind for a in anomalies})
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} serializability anomal{'y' if len(anomalies) == 1 else 'ies'} ({', '.join(kinds)}) "
             f"among {len(rw)} read-write transactions at level(s) {', '.join(levels)}.{assumed} "
             f"First: {anomalies[0].explanation}",
-            anomalies, stats)
+            anomalies,
+            stats,
+        )
     if res.unknown:
         first = next(iter(res.unknown.items()))
         return CheckResult(
-            NAME, Verdict.UNKNOWN,
+            NAME,
+            Verdict.UNKNOWN,
             f"No cycle among {len(rw)} read-write transactions, but {len(res.unknown)} transaction(s) could not be "
-            f"fully recovered, e.g. {first[0]}: {first[1]}.{assumed}", [], {**stats, "unknown": res.unknown})
-    note = (f" {res.reorderings_total} transaction(s) serialize in a different order than they committed, which "
-            "WriteSerializable allows (spec C15, C16)." if res.reorderings_total else "")
+            f"fully recovered, e.g. {first[0]}: {first[1]}.{assumed}",
+            [],
+            {**stats, "unknown": res.unknown},
+        )
+    note = (
+        f" {res.reorderings_total} transaction(s) serialize in a different order than they committed, which "
+        "WriteSerializable allows (spec C15, C16)."
+        if res.reorderings_total
+        else ""
+    )
     return CheckResult(
-        NAME, Verdict.VALID,
+        NAME,
+        Verdict.VALID,
         f"The {len(rw)} read-write transactions' dependency graph has no cycle at level(s) "
-        f"{', '.join(levels)}.{note}{assumed}", [], stats)
+        f"{', '.join(levels)}.{note}{assumed}",
+        [],
+        stats,
+    )

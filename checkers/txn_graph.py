@@ -30,9 +30,10 @@ from __future__ import annotations
 import bisect
 import gc
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import networkx as nx
 
@@ -205,8 +206,10 @@ def _why(g: _Graph, src: int, dst: int, kind: str, key: Any) -> str:
         return f"{s} read row {key.key!r} in {who}, and {d} installed the next version of that row."
     if kind == PRW:
         pred, k = key
-        return (f"{s} evaluated a predicate on keys {pred.lo!r}..{pred.hi!r} at its read version without seeing "
-                f"row {k!r}, which {d} inserted.")
+        return (
+            f"{s} evaluated a predicate on keys {pred.lo!r}..{pred.hi!r} at its read version without seeing "
+            f"row {k!r}, which {d} inserted."
+        )
     return f"{s} committed before {d} in the table history."
 
 
@@ -278,21 +281,36 @@ def _scan(g: _Graph, stats: dict[str, int]) -> _Scan:
 def _report_reads(g: _Graph, scan: _Scan, res: TxnAnalysis) -> None:
     for i, ref in scan.aborted_reads:
         status = "failed" if ref.writer in g.failed else "did not commit"
-        res.anomalies.append(TxnAnomaly(
-            "G1a", WRITE_SERIALIZABLE, [g.txns[i].id], [],
-            f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by txn {ref.writer}, "
-            f"which {status}."))
+        res.anomalies.append(
+            TxnAnomaly(
+                "G1a",
+                WRITE_SERIALIZABLE,
+                [g.txns[i].id],
+                [],
+                f"Aborted read (G1a): {g.label(i)} read row {ref.key!r} as written by txn {ref.writer}, "
+                f"which {status}.",
+            )
+        )
     # Snapshot reads (spec C12): what a transaction read, recovered from the
     # data, must be what was live at the read version the log records.
     for i, ref, j, later in scan.snapshot_mismatches:
         t = g.txns[i]
-        why = (f"which {g.label(j)} committed after that read version" if later else
-               f"although {g.label(j)} had already replaced that version at or before the read version")
+        why = (
+            f"which {g.label(j)} committed after that read version"
+            if later
+            else f"although {g.label(j)} had already replaced that version at or before the read version"
+        )
         writer = "its initial version" if ref.writer == INITIAL else f"the version written by txn {ref.writer}"
-        res.anomalies.append(TxnAnomaly(
-            "snapshot-mismatch", WRITE_SERIALIZABLE, [t.id], [],
-            f"Snapshot mismatch (spec C12): the log says {g.label(i)} read the table at version "
-            f"{t.read_version}, but it read row {ref.key!r} in {writer}, {why}."))
+        res.anomalies.append(
+            TxnAnomaly(
+                "snapshot-mismatch",
+                WRITE_SERIALIZABLE,
+                [t.id],
+                [],
+                f"Snapshot mismatch (spec C12): the log says {g.label(i)} read the table at version "
+                f"{t.read_version}, but it read row {ref.key!r} in {writer}, {why}.",
+            )
+        )
 
 
 def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -322,7 +340,7 @@ def _subgraph(g: _Graph, lo: int, hi: int) -> nx.MultiDiGraph:
 
 def _cycle_edges(sub: nx.MultiDiGraph, nodes: list[int]) -> list[tuple[int, int, str, Any]]:
     out = []
-    for a, b in zip(nodes, nodes[1:] + nodes[:1]):
+    for a, b in zip(nodes, nodes[1:] + nodes[:1], strict=True):
         # Prefer the weakest justification: ww < wr < rw < rw-predicate.
         datas = sorted(sub.get_edge_data(a, b).values(), key=lambda d: (WW, WR, RW, PRW).index(d["kind"]))
         out.append((a, b, datas[0]["kind"], datas[0]["ref"]))
@@ -393,8 +411,16 @@ def _dot(g: _Graph, name: str, edges: list[Edge]) -> str:
 
 
 def _anomaly(g: _Graph, kind: str, level: str, raw: list[tuple[int, int, str, Any]], lead: str) -> TxnAnomaly:
-    edges = [Edge(g.txns[a].id, g.txns[b].id, k, key if k != RW else key.key if isinstance(key, RowRef) else key,
-                  _why(g, a, b, k, key)) for a, b, k, key in raw]
+    edges = [
+        Edge(
+            g.txns[a].id,
+            g.txns[b].id,
+            k,
+            key if k != RW else key.key if isinstance(key, RowRef) else key,
+            _why(g, a, b, k, key),
+        )
+        for a, b, k, key in raw
+    ]
     txns = list(dict.fromkeys(e.src for e in edges))
     text = lead + " " + " ".join(f"({n}) {e.why}" for n, e in enumerate(edges, start=1))
     return TxnAnomaly(kind, level, txns, edges, text, _dot(g, f"{kind} {' '.join(txns)}", edges))
@@ -403,8 +429,10 @@ def _anomaly(g: _Graph, kind: str, level: str, raw: list[tuple[int, int, str, An
 _CYCLE_TEXT = {
     "G0": "Write cycle (G0): the transactions' writes to rows are interleaved so that no serial order installs them.",
     "G1c": "Circular information flow (G1c): each transaction read or overwrote another's write, around a cycle.",
-    "G-single": ("Single anti-dependency cycle (G-single, e.g. a lost update): one transaction missed a write that "
-                 "the others depend on."),
+    "G-single": (
+        "Single anti-dependency cycle (G-single, e.g. a lost update): one transaction missed a write that "
+        "the others depend on."
+    ),
     "G2-item": "Item anti-dependency cycle (G2-item, e.g. write skew): each transaction missed another's write.",
     "G2": "Predicate anti-dependency cycle (G2): a predicate read missed rows another transaction inserted.",
 }
@@ -457,17 +485,29 @@ def _analyze(h: TxnHistory) -> TxnAnalysis:
         if g.txns[a].isolation == SERIALIZABLE:
             if a in in_cycle and in_cycle.get(b) == in_cycle[a]:
                 continue
-            res.anomalies.append(_anomaly(
-                g, "history-order", SERIALIZABLE, raw,
-                f"History-order violation under Serializable (spec C14, C16): {g.label(a)} committed after "
-                f"{g.label(b)} although it did not see its effect, so the serial order differs from the table "
-                "history and the later commit should have failed."))
+            res.anomalies.append(
+                _anomaly(
+                    g,
+                    "history-order",
+                    SERIALIZABLE,
+                    raw,
+                    f"History-order violation under Serializable (spec C14, C16): {g.label(a)} committed after "
+                    f"{g.label(b)} although it did not see its effect, so the serial order differs from the table "
+                    "history and the later commit should have failed.",
+                )
+            )
         else:
             res.reorderings_total += 1
             if len(res.reorderings) < MAX_REORDERING_EXAMPLES:
-                res.reorderings.append(_anomaly(
-                    g, "history-order-reordering", WRITE_SERIALIZABLE, raw,
-                    f"Reordering (allowed under WriteSerializable, spec C15, C16): {g.label(a)} serializes "
-                    f"before {g.label(b)} although it committed after it."))
+                res.reorderings.append(
+                    _anomaly(
+                        g,
+                        "history-order-reordering",
+                        WRITE_SERIALIZABLE,
+                        raw,
+                        f"Reordering (allowed under WriteSerializable, spec C15, C16): {g.label(a)} serializes "
+                        f"before {g.label(b)} although it committed after it.",
+                    )
+                )
     res.stats = stats
     return res

@@ -13,10 +13,10 @@ before any transaction of the history (e.g. rows loaded at setup).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
-from harness.core.isolation import LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE
+from harness.core.isolation import WRITE_SERIALIZABLE
 
 Key = Hashable
 INITIAL = "<initial>"

@@ -17,16 +17,16 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import RowLife, table_facts
 from checkers.row_columns import declared_table, row_columns
 from checkers.serializability import default_isolation
+from harness.core.history import History
 from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 from harness.deltalog import TransactionLog
-from harness.core.history import History
 
 NAME = "unique-key"
 
 
 def _first_overlap(lives: list[RowLife]) -> tuple[RowLife, RowLife] | None:
     active: list[RowLife] = []
-    for life in sorted(lives, key=lambda l: l.added):
+    for life in sorted(lives, key=lambda life: life.added):
         active = [a for a in active if a.removed is None or a.removed > life.added]
         if active:
             return active[0], life
@@ -37,7 +37,9 @@ def _first_overlap(lives: list[RowLife]) -> tuple[RowLife, RowLife] | None:
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; key uniqueness cannot be judged.")
+        return CheckResult(
+            NAME, Verdict.UNKNOWN, "The table has no readable versions; key uniqueness cannot be judged."
+        )
     key_col = declared_table(history).get("row_key") or "k"
     cols = row_columns(log, [key_col, "prev_writer"])
     f_of = {op.id: op.f for op in history.ops()}
@@ -63,22 +65,38 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         def how(life: RowLife) -> str:
             prev = cols[life.id][1]
             what = "inserted it as absent" if prev is None else f"replaced the version of op {prev}"
-            return f"op {life.writer} ({f_of.get(str(life.writer), 'unknown op')}) {what}, committed at version {life.added}"
+            f = f_of.get(str(life.writer), "unknown op")
+            return f"op {life.writer} ({f}) {what}, committed at version {life.added}"
 
-        anomalies.append(Anomaly(
-            "duplicate-key", "C15" if level == WRITE_SERIALIZABLE else "C14",
-            f"Key {key_col}={key!r} has two live rows at versions {b.added}..{end}: row {a.id}, where {how(a)}, and "
-            f"row {b.id}, where {how(b)}. Every write of this workload reads its key (MERGE ON the key), so in any "
-            f"serial order the later one matches the earlier one's row; concurrent MERGEs must conflict at both "
-            f"isolation levels (spec M3), and this commit at level {level} was let through.",
-            ops=[str(a.writer), str(b.writer)], versions=[a.added, b.added], rows=[a.id, b.id],
-            details={"key": key, "level": level}))
+        anomalies.append(
+            Anomaly(
+                "duplicate-key",
+                "C15" if level == WRITE_SERIALIZABLE else "C14",
+                f"Key {key_col}={key!r} has two live rows at versions {b.added}..{end}: "
+                f"row {a.id}, where {how(a)}, and row {b.id}, where {how(b)}. "
+                "Every write of this workload reads its key (MERGE ON the key), so in any serial order the later "
+                "one matches the earlier one's row; concurrent MERGEs must conflict at both "
+                f"isolation levels (spec M3), and this commit at level {level} was let through.",
+                ops=[str(a.writer), str(b.writer)],
+                versions=[a.added, b.added],
+                rows=[a.id, b.id],
+                details={"key": key, "level": level},
+            )
+        )
     stats["duplicate_keys"] = len(anomalies)
     if anomalies:
         return CheckResult(
-            NAME, Verdict.INVALID,
+            NAME,
+            Verdict.INVALID,
             f"{len(anomalies)} key(s) have two live rows at once: concurrent writes of one key both committed "
-            f"(spec M3, C14, C15). First: {anomalies[0].explanation}", anomalies, stats)
+            f"(spec M3, C14, C15). First: {anomalies[0].explanation}",
+            anomalies,
+            stats,
+        )
     return CheckResult(
-        NAME, Verdict.VALID,
-        f"At every version 0..{facts.latest}, each of the {len(by_key)} keys has at most one live row.", [], stats)
+        NAME,
+        Verdict.VALID,
+        f"At every version 0..{facts.latest}, each of the {len(by_key)} keys has at most one live row.",
+        [],
+        stats,
+    )

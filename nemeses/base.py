@@ -93,4 +93,6 @@ class Nemesis(ABC):
         return None
 
     def validate(self, storage_kind: str) -> None:
-        """Raise HarnessError when this fault cannot run in this setup."""
+        """Raise HarnessError when this fault cannot run in this setup; by
+        default it runs in every one."""
+        return None

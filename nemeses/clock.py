@@ -40,21 +40,28 @@ LIBFAKETIME_PATHS = (
     "/usr/lib/faketime/libfaketime.so.1",
     "/usr/local/lib/faketime/libfaketime.so.1",
 )
-MISSING = ("the clock nemesis needs libfaketime (Debian package: faketime; "
-           "install it with .ci/setup-debian or apt-get install faketime)")
+MISSING = (
+    "the clock nemesis needs libfaketime (Debian package: faketime; "
+    "install it with .ci/setup-debian or apt-get install faketime)"
+)
 
 
 def libfaketime() -> str | None:
     env = os.environ.get("DJ_LIBFAKETIME")
-    for p in ((env,) if env else LIBFAKETIME_PATHS):
+    for p in (env,) if env else LIBFAKETIME_PATHS:
         if Path(p).is_file():
             return p
     return None
 
 
 def faketime_env(offset_s: int, lib: str) -> dict[str, str]:
-    return {"LD_PRELOAD": lib, "FAKETIME": f"{offset_s:+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "FAKETIME_FORCE_MONOTONIC_FIX": "0", "FAKETIME_NO_CACHE": "1"}
+    return {
+        "LD_PRELOAD": lib,
+        "FAKETIME": f"{offset_s:+d}",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "FAKETIME_FORCE_MONOTONIC_FIX": "0",
+        "FAKETIME_NO_CACHE": "1",
+    }
 
 
 class ClockNemesis(Nemesis):

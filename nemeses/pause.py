@@ -34,8 +34,9 @@ class PauseNemesis(Nemesis):
 
     def start(self, ctx: NemesisContext) -> dict[str, Any]:
         cl = ctx.cluster
-        targets: list[dict[str, Any]] = [{"target": "client", "process": c.process, "node": c.node, "pid": c.pid}
-                                         for c in cl.clients()]
+        targets: list[dict[str, Any]] = [
+            {"target": "client", "process": c.process, "node": c.node, "pid": c.pid} for c in cl.clients()
+        ]
         for n in cl.server_nodes():
             pid = cl.server_pid(n)
             if pid is not None and cl.server_alive(n):

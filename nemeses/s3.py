@@ -31,8 +31,9 @@ class ProxyNemesis(Nemesis):
 
     def validate(self, storage_kind: str) -> None:
         if storage_kind == "local":
-            raise HarnessError(f"nemesis {self.name!r} needs S3 storage (--storage s3 or external-s3), "
-                               "not --storage local")
+            raise HarnessError(
+                f"nemesis {self.name!r} needs S3 storage (--storage s3 or external-s3), not --storage local"
+            )
 
     def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
         """(target, params) of the proxy rule this fault adds."""

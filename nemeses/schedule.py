@@ -11,8 +11,10 @@ runner calls it before the final phase and again in teardown.
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.core.history import INFO, INVOKE, OK
 from nemeses.base import Nemesis, NemesisContext
@@ -37,7 +39,7 @@ class NemesisSchedule:
         self._healed = False
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "NemesisSchedule":
+    def start(self) -> NemesisSchedule:
         if self.nemeses:
             self._thread = threading.Thread(target=self._main, name="nemesis", daemon=True)
             self._thread.start()
@@ -50,7 +52,7 @@ class NemesisSchedule:
                 if self._stop.is_set():
                     break
                 nem = self.ctx.rng.choice(self.nemeses)
-                if self._op(f"start-{nem.name}", lambda: nem.start(self.ctx)):
+                if self._op(f"start-{nem.name}", functools.partial(nem.start, self.ctx)):
                     self._active = nem
             if self._stop.wait(half):
                 break

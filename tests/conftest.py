@@ -5,8 +5,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pytest
 
@@ -47,7 +47,11 @@ def load_results(run_dir: Path) -> dict:
 
 
 def only_run_dir(results: Path) -> Path:
-    runs = [p.parent for p in results.glob("*/*/spec.json") if not p.parent.parent.is_symlink() and p.parent.parent.name != "latest"]
+    runs = [
+        p.parent
+        for p in results.glob("*/*/spec.json")
+        if not p.parent.parent.is_symlink() and p.parent.parent.name != "latest"
+    ]
     assert len(runs) == 1, runs
     return runs[0]
 
@@ -75,14 +79,16 @@ def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
         return
     by_version: dict[int, set[str]] = {}
     for log in (run_dir / "logs").glob("delta-spark-n*.log"):  # one per JVM: n1, n2, n2.r1, ...
-        jvm = log.name[len("delta-spark-"):-len(".log")]
+        jvm = log.name[len("delta-spark-") : -len(".log")]
         for m in JVM_COMMITTED.finditer(log.read_text(errors="replace")):
             by_version.setdefault(int(m.group(1)), set()).add(jvm)
     twice = sorted(v for v, jvms in by_version.items() if len(jvms) > 1)
     assert len(twice) >= len(lost), (twice, [a["explanation"] for a in lost])
-    pytest.xfail(f"deviation (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
-                 f"acknowledged write(s) lost; version(s) {twice} committed by both JVMs (their logs); "
-                 f"first: {lost[0]['explanation'][:300]}")
+    pytest.xfail(
+        f"deviation (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
+        f"acknowledged write(s) lost; version(s) {twice} committed by both JVMs (their logs); "
+        f"first: {lost[0]['explanation'][:300]}"
+    )
 
 
 # Kinds a lost commit drags along: a read that saw the replaced commit saw a
@@ -103,5 +109,9 @@ def assert_only_known_findings(doc: dict, run_dir: Path, engine: str) -> None:
     kinds = {a["kind"] for _, a in anomalies}
     if engine == "delta-spark" and "lost-write" in kinds and kinds <= {"lost-write"} | LOST_WRITE_CONSEQUENCES:
         xfail_if_two_jvms_committed_one_version(doc, run_dir)
-    raise AssertionError("anomalies no fault explains and no known finding covers: " + "; ".join(
-        f"{checker}: {a['kind']} ({a.get('claim')}): {a['explanation'][:200]}" for checker, a in anomalies[:8]))
+    raise AssertionError(
+        "anomalies no fault explains and no known finding covers: "
+        + "; ".join(
+            f"{checker}: {a['kind']} ({a.get('claim')}): {a['explanation'][:200]}" for checker, a in anomalies[:8]
+        )
+    )

@@ -21,22 +21,25 @@ Example::
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
-from harness.deltalog import Commit, TransactionLog
 from harness.core.history import FAIL, INFO, INVOKE, OK, History, parse_lines
+from harness.deltalog import Commit, TransactionLog
 
 SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.string())])
-SCHEMA_STRING = json.dumps({
-    "type": "struct",
-    "fields": [
-        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-        {"name": "writer", "type": "string", "nullable": True, "metadata": {}},
-    ],
-})
+SCHEMA_STRING = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "writer", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+)
 OP_ID_KEY = "dj.op"
 
 _DEFAULT_ERRORS = {
@@ -48,8 +51,7 @@ _DEFAULT_ERRORS = {
 def rows_table(rows: Iterable[tuple[int, str | None]]) -> pa.Table:
     rows = list(rows)
     return pa.table(
-        {"id": pa.array([r[0] for r in rows], pa.int64()),
-         "writer": pa.array([r[1] for r in rows], pa.string())},
+        {"id": pa.array([r[0] for r in rows], pa.int64()), "writer": pa.array([r[1] for r in rows], pa.string())},
         schema=SCHEMA,
     )
 
@@ -58,22 +60,30 @@ def create_actions() -> list[dict]:
     return [
         {"commitInfo": {"timestamp": 0, "operation": "CREATE TABLE"}},
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {"metaData": {
-            "id": "00000000-0000-0000-0000-000000000000",
-            "format": {"provider": "parquet", "options": {}},
-            "schemaString": SCHEMA_STRING,
-            "partitionColumns": [],
-            "configuration": {},
-            "createdTime": 0,
-        }},
+        {
+            "metaData": {
+                "id": "00000000-0000-0000-0000-000000000000",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": SCHEMA_STRING,
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 0,
+            }
+        },
     ]
 
 
 def add_action(path: str, num_records: int) -> dict:
-    return {"add": {
-        "path": path, "partitionValues": {}, "size": 100, "modificationTime": 0,
-        "dataChange": True, "stats": json.dumps({"numRecords": num_records}),
-    }}
+    return {
+        "add": {
+            "path": path,
+            "partitionValues": {},
+            "size": 100,
+            "modificationTime": 0,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": num_records}),
+        }
+    }
 
 
 def remove_action(path: str) -> dict:
@@ -98,44 +108,99 @@ class SynthRun:
 
     # ---- history
 
-    def event(self, *, time: int, process: int | str, type: str, f: str, id: str,
-              value: Any = None, version: int | None = None, error: dict | None = None) -> dict:
-        ev = {"index": None, "time": time, "wall": 1.7e9 + time / 1e9, "process": process,
-              "node": "n1", "type": type, "f": f, "id": id, "value": value,
-              "version": version, "error": error}
+    def event(
+        self,
+        *,
+        time: int,
+        process: int | str,
+        type: str,
+        f: str,
+        id: str,
+        value: Any = None,
+        version: int | None = None,
+        error: dict | None = None,
+    ) -> dict:
+        ev = {
+            "index": None,
+            "time": time,
+            "wall": 1.7e9 + time / 1e9,
+            "process": process,
+            "node": "n1",
+            "type": type,
+            "f": f,
+            "id": id,
+            "value": value,
+            "version": version,
+            "error": error,
+        }
         self.events.append(ev)
         return ev
 
-    def invoke(self, op_id: str, f: str, value: Any = None, *, time: int,
-               process: int | str = 0) -> None:
+    def invoke(self, op_id: str, f: str, value: Any = None, *, time: int, process: int | str = 0) -> None:
         self._procs[op_id] = process
         self._f[op_id] = f
         self._invoke_values[op_id] = value
         self.event(time=time, process=process, type=INVOKE, f=f, id=op_id, value=value)
 
-    def complete(self, op_id: str, type: str, *, time: int, value: Any = None,
-                 version: int | None = None, error: dict | None = None) -> None:
+    def complete(
+        self,
+        op_id: str,
+        type: str,
+        *,
+        time: int,
+        value: Any = None,
+        version: int | None = None,
+        error: dict | None = None,
+    ) -> None:
         """Completion of an invoked op; value defaults to the invoke value (as
         the runner records it) and error to a typical one for fail/info."""
         if value is None:
             value = self._invoke_values.get(op_id)
         if error is None and type in _DEFAULT_ERRORS:
             error = dict(_DEFAULT_ERRORS[type])
-        self.event(time=time, process=self._procs[op_id], type=type, f=self._f[op_id],
-                   id=op_id, value=value, version=version, error=error)
+        self.event(
+            time=time,
+            process=self._procs[op_id],
+            type=type,
+            f=self._f[op_id],
+            id=op_id,
+            value=value,
+            version=version,
+            error=error,
+        )
 
-    def append(self, op_id: str, ids: Sequence[int], *, start: int, end: int | None,
-               type: str = OK, process: int | str = 0, version: int | None = None,
-               via: str = "sql", error: dict | None = None) -> None:
+    def append(
+        self,
+        op_id: str,
+        ids: Sequence[int],
+        *,
+        start: int,
+        end: int | None,
+        type: str = OK,
+        process: int | str = 0,
+        version: int | None = None,
+        via: str = "sql",
+        error: dict | None = None,
+    ) -> None:
         """An append op: invoke at `start`, completion `type` at `end` (none
         if `end` is None: the op never completed)."""
         self.invoke(op_id, "append", {"ids": list(ids), "via": via}, time=start, process=process)
         if end is not None:
             self.complete(op_id, type, time=end, version=version, error=error)
 
-    def read(self, op_id: str, ids: Iterable[int] | None, *, start: int, end: int,
-             type: str = OK, process: int | str = 0, version: int | None = None,
-             final: bool = False, via: str = "dataframe") -> None:
+    def read(
+        self,
+        op_id: str,
+        ids: Iterable[int] | None,
+        *,
+        start: int,
+        end: int,
+        type: str = OK,
+        process: int | str = 0,
+        version: int | None = None,
+        final: bool = False,
+        via: str = "dataframe",
+    ) -> None:
         """A read op; an ok read's value is {"ids": sorted ids, "via", ["final"]}."""
         value: dict[str, Any] = {"via": via}
         if final:
@@ -169,9 +234,15 @@ class SynthRun:
         """Put arbitrary (possibly invalid) actions at `version`."""
         self.commits[version] = actions
 
-    def commit(self, rows: Iterable[tuple[int, str | None]] = (), *, op: str | None = None,
-               removes: Iterable[str] = (), version: int | None = None,
-               extra_actions: Iterable[dict] = ()) -> int:
+    def commit(
+        self,
+        rows: Iterable[tuple[int, str | None]] = (),
+        *,
+        op: str | None = None,
+        removes: Iterable[str] = (),
+        version: int | None = None,
+        extra_actions: Iterable[dict] = (),
+    ) -> int:
         """A commit at `version` (default: the next one) that removes the
         given paths and, if there are rows, adds one file f<v>.parquet holding
         them; `op` puts {"dj.op": op} in its commitInfo. Returns the version."""
@@ -190,15 +261,12 @@ class SynthRun:
         self.commits[v] = actions
         return v
 
-    def commit_op(self, op_id: str, ids: Iterable[int], *, tag: bool = False,
-                  version: int | None = None) -> int:
+    def commit_op(self, op_id: str, ids: Iterable[int], *, tag: bool = False, version: int | None = None) -> int:
         """Commit op `op_id`'s rows (id, writer=op_id); `tag` adds dj.op."""
         return self.commit([(i, op_id) for i in ids], op=op_id if tag else None, version=version)
 
     def log(self) -> TransactionLog:
-        return TransactionLog.from_commits(
-            [Commit(v, a) for v, a in sorted(self.commits.items())], self.file_tables
-        )
+        return TransactionLog.from_commits([Commit(v, a) for v, a in sorted(self.commits.items())], self.file_tables)
 
     def build(self) -> tuple[History, TransactionLog]:
         return self.history(), self.log()

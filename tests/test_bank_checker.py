@@ -9,24 +9,39 @@ import pyarrow as pa
 
 from checkers import bank
 from checkers.base import Verdict
-from harness.deltalog import TransactionLog
 from harness.core.history import parse_lines
+from harness.deltalog import TransactionLog
 from tests.synth import add_action, create_actions, remove_action
 
 
 def _file(rows: list[tuple[int, int]]) -> pa.Table:
-    return pa.table({"k": pa.array([k for k, _ in rows], pa.int64()),
-                     "balance": pa.array([b for _, b in rows], pa.int64())})
+    return pa.table(
+        {"k": pa.array([k for k, _ in rows], pa.int64()), "balance": pa.array([b for _, b in rows], pa.int64())}
+    )
 
 
 def _history(read_balances: list[list[int]] | None = None) -> object:
     events = [
-        {"index": 0, "time": 0, "process": "setup", "type": "invoke", "f": "load", "id": "setup.2",
-         "value": {"total": 200}},
+        {
+            "index": 0,
+            "time": 0,
+            "process": "setup",
+            "type": "invoke",
+            "f": "load",
+            "id": "setup.2",
+            "value": {"total": 200},
+        },
         {"index": 1, "time": 1, "process": "setup", "type": "ok", "f": "load", "id": "setup.2", "value": None},
         {"index": 2, "time": 2, "process": 0, "type": "invoke", "f": "read", "id": "0.1", "value": {}},
-        {"index": 3, "time": 3, "process": 0, "type": "ok", "f": "read", "id": "0.1",
-         "value": {"balances": read_balances or [[0, 100], [1, 100]]}},
+        {
+            "index": 3,
+            "time": 3,
+            "process": 0,
+            "type": "ok",
+            "f": "read",
+            "id": "0.1",
+            "value": {"balances": read_balances or [[0, 100], [1, 100]]},
+        },
     ]
     return parse_lines(json.dumps(e) + "\n" for e in events)
 
@@ -37,8 +52,9 @@ def _log(transfer_rows: list[tuple[int, int]]) -> TransactionLog:
         [add_action("load.parquet", 2)],
         [remove_action("load.parquet"), add_action("t1.parquet", 2)],
     ]
-    return TransactionLog.from_commits(commits, {"load.parquet": _file([(0, 100), (1, 100)]),
-                                                  "t1.parquet": _file(transfer_rows)})
+    return TransactionLog.from_commits(
+        commits, {"load.parquet": _file([(0, 100), (1, 100)]), "t1.parquet": _file(transfer_rows)}
+    )
 
 
 def test_conserved_total_is_valid() -> None:
@@ -66,10 +82,14 @@ def test_a_load_whose_total_never_appears_is_caught() -> None:
     """The load was acknowledged with 200 but the table only ever held 150
     (a partial load): no version can be checked against a total the table
     never had, and that is itself the anomaly (issue 11, item 3)."""
-    commits = [create_actions(), [add_action("load.parquet", 2)],
-               [remove_action("load.parquet"), add_action("t1.parquet", 2)]]
-    log = TransactionLog.from_commits(commits, {"load.parquet": _file([(0, 100), (1, 50)]),
-                                                "t1.parquet": _file([(0, 75), (1, 75)])})
+    commits = [
+        create_actions(),
+        [add_action("load.parquet", 2)],
+        [remove_action("load.parquet"), add_action("t1.parquet", 2)],
+    ]
+    log = TransactionLog.from_commits(
+        commits, {"load.parquet": _file([(0, 100), (1, 50)]), "t1.parquet": _file([(0, 75), (1, 75)])}
+    )
     res = bank.check(_history(), log)
     assert res.verdict is Verdict.INVALID, res.explanation
     a = res.anomalies[0]

@@ -19,8 +19,20 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("results")
-    res = run_cli("run", "--engine", "delta-rs", "--storage", "local", "--concurrency", "3", "--time-limit", "3",
-                  "--results-dir", str(results), "--no-progress")
+    res = run_cli(
+        "run",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        "3",
+        "--time-limit",
+        "3",
+        "--results-dir",
+        str(results),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return only_run_dir(results)
 

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from checkers import CHECKERS, atomicity, duplicates, durability, read_validity
-from workloads.append import AppendWorkload
 from checkers.base import Verdict
 from harness.core.history import FAIL, INFO, OK
 from tests.synth import SynthRun
+from workloads.append import AppendWorkload
 
 
 def row_id(slot: int, seq: int, j: int) -> int:
@@ -33,8 +33,9 @@ def row_id(slot: int, seq: int, j: int) -> int:
     return slot * 10**12 + seq * 1000 + j
 
 
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @dataclass
@@ -87,10 +88,17 @@ class Execution:
     def floor(self, read: MOp) -> int:
         """The newest version acknowledged ok, or seen by a read that ended,
         before the read began (reads follow real time, spec C2/C12)."""
-        acked = max((o.version for o in self.order if o.type == OK and o.end is not None
-                     and o.end < read.start), default=0)
-        seen = max((o.version for o in self.ops if o.f == "read" and o.type == OK and o.version is not None
-                    and o.end is not None and o.end < read.start), default=0)
+        acked = max(
+            (o.version for o in self.order if o.type == OK and o.end is not None and o.end < read.start), default=0
+        )
+        seen = max(
+            (
+                o.version
+                for o in self.ops
+                if o.f == "read" and o.type == OK and o.version is not None and o.end is not None and o.end < read.start
+            ),
+            default=0,
+        )
         return max(acked, seen)
 
     def allowed_versions(self, read: MOp) -> list[int]:
@@ -102,12 +110,26 @@ class Execution:
         run = SynthRun()
         for o in self.ops:
             if o.f == "append":
-                run.append(o.id, o.ids, start=o.start, end=o.end, type=o.type, process=o.process,
-                           version=o.version if o.report_version and o.type == OK else None)
+                run.append(
+                    o.id,
+                    o.ids,
+                    start=o.start,
+                    end=o.end,
+                    type=o.type,
+                    process=o.process,
+                    version=o.version if o.report_version and o.type == OK else None,
+                )
             else:
-                run.read(o.id, o.read_ids, start=o.start, end=o.end, type=o.type,
-                         process=o.process, final=o.final,
-                         version=o.version if o.report_version and o.type == OK else None)
+                run.read(
+                    o.id,
+                    o.read_ids,
+                    start=o.start,
+                    end=o.end,
+                    type=o.type,
+                    process=o.process,
+                    final=o.final,
+                    version=o.version if o.report_version and o.type == OK else None,
+                )
         for o in self.order:
             run.commit_op(o.id, o.ids, tag=self.tag_commits)
         return run
@@ -135,8 +157,7 @@ def executions(draw, max_ops: int = 10) -> Execution:
         if draw(st.integers(0, 3)) == 0:  # a read
             rtype = draw(st.sampled_from([OK, OK, OK, FAIL]))
             hint = draw(st.integers(0, max_ops))  # settle() picks an allowed version
-            ops.append(MOp(op_id, proc[s], "read", start, end, rtype, hint=hint,
-                           report_version=report))
+            ops.append(MOp(op_id, proc[s], "read", start, end, rtype, hint=hint, report_version=report))
             clock[s] = end
             continue
         n = draw(st.integers(1, 4))
@@ -160,8 +181,9 @@ def executions(draw, max_ops: int = 10) -> Execution:
     ex = Execution(ops, tag_commits=draw(st.booleans()))
     if draw(st.booleans()):
         t = max([c for c in clock if c is not None] + [o.commit_at or 0 for o in ops], default=0) + 1
-        ex.ops.append(MOp(f"{next_process}.1", next_process, "read", t, t + 2, OK,
-                          report_version=draw(st.booleans()), final=True))
+        ex.ops.append(
+            MOp(f"{next_process}.1", next_process, "read", t, t + 2, OK, report_version=draw(st.booleans()), final=True)
+        )
     ex.settle()
     return ex
 
@@ -170,8 +192,7 @@ def quiesced_append(ex: Execution, n_ids: int = 1) -> MOp:
     """Append an ok op after everything else (keeps the execution correct)."""
     p = 1000 + len(ex.ops)
     t = max([o.end or 0 for o in ex.ops] + [o.commit_at or 0 for o in ex.ops], default=0) + 1
-    op = MOp(f"{p}.1", p, "append", t, t + 4, OK,
-             ids=[row_id(999, p, j) for j in range(n_ids)], commit_at=t + 2)
+    op = MOp(f"{p}.1", p, "append", t, t + 4, OK, ids=[row_id(999, p, j) for j in range(n_ids)], commit_at=t + 2)
     ex.ops.append(op)
     return op
 
@@ -235,8 +256,11 @@ def test_partial_op_is_found(ex, data):
     victim = data.draw(st.sampled_from([o for o in ex.order if len(o.ids) >= 2]))
     dropped = data.draw(st.sampled_from(victim.ids))
     run = ex.build()
-    run.commit([(i, victim.id) for i in victim.ids if i != dropped], version=victim.version,
-               op=victim.id if ex.tag_commits else None)
+    run.commit(
+        [(i, victim.id) for i in victim.ids if i != dropped],
+        version=victim.version,
+        op=victim.id if ex.tag_commits else None,
+    )
     history, log = run.build()
     res = atomicity.check(history, log)
     assert res.verdict is Verdict.INVALID

@@ -11,10 +11,10 @@ import pytest
 from checkers import CHECKERS, atomicity, duplicates, durability, log_sanity, read_validity
 from checkers.base import CheckResult, Verdict
 from checkers.model import table_facts
-from workloads.append import AppendWorkload
-from harness.deltalog import Commit, TransactionLog, read_log
 from harness.core.history import FAIL, INFO, OK, History, load_history, parse_lines
+from harness.deltalog import Commit, TransactionLog, read_log
 from tests.synth import SynthRun, create_actions
+from workloads.append import AppendWorkload
 
 
 def kinds(res: CheckResult) -> list[str]:
@@ -51,9 +51,23 @@ def simple_valid_run() -> SynthRun:
 
 
 def test_registry_has_every_checker():
-    assert set(CHECKERS) == {"log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
-                             "bank", "unique-key", "list-append", "partition-conflicts", "compaction",
-                             "metadata-conflicts", "app-txn", "create-race", "exception-classes"}
+    assert set(CHECKERS) == {
+        "log-sanity",
+        "durability",
+        "atomicity",
+        "duplicates",
+        "read-validity",
+        "serializability",
+        "bank",
+        "unique-key",
+        "list-append",
+        "partition-conflicts",
+        "compaction",
+        "metadata-conflicts",
+        "app-txn",
+        "create-race",
+        "exception-classes",
+    }
     from workloads import WORKLOAD_NAMES, make_workload
 
     for name in WORKLOAD_NAMES:  # every workload's checkers exist
@@ -112,8 +126,7 @@ def test_corrupt_line_in_the_middle_is_a_problem(tmp_path):
     lines = simple_valid_run().history_lines()
     lines.insert(3, "{not json at all\n")
     lines.insert(5, json.dumps({"index": 1, "time": 1}) + "\n")  # missing fields
-    lines.insert(7, json.dumps({"index": 1, "time": 1, "process": 0, "type": "bogus",
-                                "f": "read", "id": "x"}) + "\n")
+    lines.insert(7, json.dumps({"index": 1, "time": 1, "process": 0, "type": "bogus", "f": "read", "id": "x"}) + "\n")
     path = tmp_path / "history.jsonl"
     path.write_text("".join(lines))
     history = load_history(path)
@@ -183,7 +196,8 @@ def test_log_sanity_missing_commit_covered_by_checkpoint():
     ck = [a for v in (0, 1, 2) for a in run.commits.get(v, []) if "commitInfo" not in a]
     ck = create_actions()[1:] + [a for a in ck if "add" in a]
     log = TransactionLog.from_commits(
-        [Commit(v, a) for v, a in sorted(run.commits.items())], run.file_tables, checkpoints={2: ck})
+        [Commit(v, a) for v, a in sorted(run.commits.items())], run.file_tables, checkpoints={2: ck}
+    )
     assert_invalid(log_sanity.check(history, log), "log-missing-commit")
 
 
@@ -210,11 +224,23 @@ def test_log_sanity_a_data_file_missing_from_the_store_is_lost_data():
 
 
 # The reader's problem kinds that say the log itself is broken. Kept here so a
-# new kind in harness/deltalog.py has to be classified consciously.
+# new kind in harness/deltalog/ has to be classified consciously.
 READER_PROBLEM_KINDS = {
-    "gap", "missing-commit", "unparseable", "unreadable", "empty-log", "multiple-metadata",
-    "multiple-protocol", "duplicate-file-action", "deletion-vector-unreadable", "checkpoint-unreadable",
-    "checkpoint-mismatch", "last-checkpoint", "data-file-unreadable", "data-file-missing", "partition-value",
+    "gap",
+    "missing-commit",
+    "unparseable",
+    "unreadable",
+    "empty-log",
+    "multiple-metadata",
+    "multiple-protocol",
+    "duplicate-file-action",
+    "deletion-vector-unreadable",
+    "checkpoint-unreadable",
+    "checkpoint-mismatch",
+    "last-checkpoint",
+    "data-file-unreadable",
+    "data-file-missing",
+    "partition-value",
     "duplicate-version",
 }
 
@@ -225,8 +251,9 @@ def test_reader_problem_kinds_are_known():
 
     import harness.deltalog as dl
 
-    src = Path(dl.__file__).read_text()
+    src = "".join(p.read_text() for p in sorted(Path(dl.__file__).parent.glob("*.py")))
     emitted = set(re.findall(r'LogProblem\(\s*"([a-z-]+)"', src))
+    assert emitted, "no LogProblem kinds found: has the reader moved?"
     assert emitted <= READER_PROBLEM_KINDS, emitted - READER_PROBLEM_KINDS
     assert log_sanity._BROKEN <= READER_PROBLEM_KINDS
 
@@ -702,15 +729,23 @@ def test_summary_counts_error_classes_per_op_and_the_conflict_rate() -> None:
     run = SynthRun()
     run.append("0.1", [1], start=10, end=20)
     run.append("1.1", [2], start=11, end=21, type="fail", process=1)  # E1 by default
-    run.append("2.1", [3], start=12, end=22, type="fail", process=2,
-               error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"})
+    run.append(
+        "2.1",
+        [3],
+        start=12,
+        end=22,
+        type="fail",
+        process=2,
+        error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"},
+    )
     run.invoke("3.1", "optimize", {}, time=13, process=3)
     run.complete("3.1", "fail", time=23, error={"class": "unsupported", "raw": "sail cannot run 'optimize'"})
     run.read("0.2", [1], start=30, end=40)
     h = _history_stats(run.history(), {})
     assert h["error_classes_by_f"] == {
         "append": {"ConcurrentAppendException": 1, "commit-conflict-unclassified": 1},
-        "optimize": {"unsupported": 1}}
+        "optimize": {"unsupported": 1},
+    }
     assert (h["conflicts"], h["write_ops"]) == (2, 4)
     assert h["conflict_rate"] == 0.5
     text = render_summary(Path("r"), Verdict.VALID, [], h, {"log": {"latest_version": 1}}, {})

@@ -39,8 +39,18 @@ def test_an_unusable_path_is_one_line_exit_2(tmp_path, flag: str) -> None:
     a traceback and never 1 (issue 11, item 15)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    args = ["run", "--engine", "delta-rs", "--storage", "local", "--time-limit", "1", "--no-progress", flag,
-            str(blocker / "below")]
+    args = [
+        "run",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--time-limit",
+        "1",
+        "--no-progress",
+        flag,
+        str(blocker / "below"),
+    ]
     if flag != "--results-dir":
         args += ["--results-dir", str(tmp_path / "results")]
     res = run_cli(*args, timeout=120)

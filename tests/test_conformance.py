@@ -11,9 +11,11 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
+from harness.core.errors import HarnessError
+from harness.core.history import ErrorClass
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.model import apply, initial_rows, plans, serial_outcomes
-from harness.matrices.conformance.runner import check_data, render_markdown, run_cells, select, CellResult
+from harness.matrices.conformance.runner import CellResult, check_data, render_markdown, run_cells, select
 from harness.matrices.conformance.verdict import (
     AVAILABILITY,
     COMMITTED,
@@ -33,16 +35,16 @@ from harness.matrices.conformance.verdict import (
     allowed_classes,
     judge,
 )
-from harness.core.history import ErrorClass
-from harness.core.errors import HarnessError
 from tests.conftest import run_cli
 
 S, WS = C.SERIALIZABLE, C.WRITE_SERIALIZABLE
 MC, MX, CC = C.Outcome.MUST_COMMIT, C.Outcome.MUST_CONFLICT, C.Outcome.CAN_CONFLICT
 
 
-def _exp(w: str, l: str, level: str, layout: str = C.UNPARTITIONED, dv: bool = False) -> tuple[str, C.Outcome, object]:
-    e = C.expectation(C.Cell(w, l, level, layout, dv))
+def _exp(
+    w: str, loser: str, level: str, layout: str = C.UNPARTITIONED, dv: bool = False
+) -> tuple[str, C.Outcome, object]:
+    e = C.expectation(C.Cell(w, loser, level, layout, dv))
     return e.claim, e.outcome, e.classes
 
 
@@ -93,8 +95,19 @@ def test_expectation_table(cell, expected):
 # winner per row, loser per column; each entry Serializable then
 # WriteSerializable: c cannot conflict, x must conflict, ? can conflict,
 # a the spec settles neither (judged as can conflict).
-_OPS = {"I": C.INSERT, "IS": C.INSERT_SELECT, "U": C.UPDATE, "D": C.DELETE, "DA": C.DELETE_ALL, "M": C.MERGE,
-        "MN": C.MERGE_NOLIT, "O": C.OPTIMIZE, "Z": C.ZORDER, "SP": C.SET_PROPERTIES, "AC": C.ADD_COLUMNS}
+_OPS = {
+    "I": C.INSERT,
+    "IS": C.INSERT_SELECT,
+    "U": C.UPDATE,
+    "D": C.DELETE,
+    "DA": C.DELETE_ALL,
+    "M": C.MERGE,
+    "MN": C.MERGE_NOLIT,
+    "O": C.OPTIMIZE,
+    "Z": C.ZORDER,
+    "SP": C.SET_PROPERTIES,
+    "AC": C.ADD_COLUMNS,
+}
 _UNPARTITIONED = """
     I  IS U  D  DA M  O  Z  SP AC
 I   cc ?c ?c xc xc ?c cc cc aa aa
@@ -166,18 +179,22 @@ def _hand_table() -> dict[str, tuple[C.Outcome, bool]]:
         losers = head.split()
         for row in rows:
             w, *codes = row.split()
-            for l, code in zip(losers, codes):
+            for loser, code in zip(losers, codes, strict=True):
                 if code == "..":
                     continue
-                if layout == C.UNPARTITIONED and "MN" in (w, l):
+                if layout == C.UNPARTITIONED and "MN" in (w, loser):
                     continue
-                for level, ch in zip((S, WS), code):
-                    out[C.Cell(_OPS[w], _OPS[l], level, layout, dv).id] = (_CODE[ch], ch == "a")
+                for level, ch in zip((S, WS), code, strict=True):
+                    out[C.Cell(_OPS[w], _OPS[loser], level, layout, dv).id] = (_CODE[ch], ch == "a")
 
     for level in (S, WS):
-        for w, l, code in ((C.APP_TXN, C.APP_TXN, "x"), (C.APP_TXN, C.INSERT, "c"), (C.INSERT, C.APP_TXN, "c"),
-                           (C.CREATE, C.CREATE, "x")):
-            out[C.Cell(w, l, level, C.UNPARTITIONED).id] = (_CODE[code], False)
+        for w, loser, code in (
+            (C.APP_TXN, C.APP_TXN, "x"),
+            (C.APP_TXN, C.INSERT, "c"),
+            (C.INSERT, C.APP_TXN, "c"),
+            (C.CREATE, C.CREATE, "x"),
+        ):
+            out[C.Cell(w, loser, level, C.UNPARTITIONED).id] = (_CODE[code], False)
     add(_UNPARTITIONED, C.UNPARTITIONED, False)
     add(_SAME_PARTITION, C.SAME_PARTITION, False)
     add(_DISJOINT, C.DISJOINT, False)
@@ -194,22 +211,24 @@ def test_every_cell_is_expected_as_the_hand_written_matrix_says():
     for cid, (outcome, ambiguous) in sorted(hand.items()):
         e = C.expectation(cells[cid])
         if (e.outcome, bool(e.ambiguous)) != (outcome, ambiguous):
-            wrong.append(f"{cid}: {e.claim} says {e.outcome.value}{' (ambiguous)' if e.ambiguous else ''}, "
-                         f"the spec {outcome.value}{' (ambiguous)' if ambiguous else ''}")
+            wrong.append(
+                f"{cid}: {e.claim} says {e.outcome.value}{' (ambiguous)' if e.ambiguous else ''}, "
+                f"the spec {outcome.value}{' (ambiguous)' if ambiguous else ''}"
+            )
     assert wrong == [], "\n".join(wrong)
 
 
 def test_no_rule_is_shadowed_the_cannot_rules_settle_p2():
     # Item 7 of issue 11: P2 ahead of M2 made a refusal of a blind INSERT
     # against MERGE (partition join) under WriteSerializable "conform".
-    for w, l in ((C.INSERT, C.MERGE_NOLIT), (C.MERGE_NOLIT, C.INSERT)):
-        e = C.expectation(C.Cell(w, l, WS, C.DISJOINT))
+    for w, loser in ((C.INSERT, C.MERGE_NOLIT), (C.MERGE_NOLIT, C.INSERT)):
+        e = C.expectation(C.Cell(w, loser, WS, C.DISJOINT))
         assert (e.claim, e.outcome) == ("M2", MC) and "P2" in e.rule
         obs = _obs(_failed(ErrorClass.CONCURRENT_APPEND.value))
-        assert judge(C.Cell(w, l, WS, C.DISJOINT), e, obs)[0] == AVAILABILITY
+        assert judge(C.Cell(w, loser, WS, C.DISJOINT), e, obs)[0] == AVAILABILITY
     # Rules that settle a cell both ways make it ambiguous, not first-wins.
-    a = C.Rule("X1", lambda w, l: True, (MX, MX), None, "x")
-    b = C.Rule("X2", lambda w, l: True, (MC, MC), None, "y")
+    a = C.Rule("X1", lambda w, loser: True, (MX, MX), None, "x")
+    b = C.Rule("X2", lambda w, loser: True, (MC, MC), None, "y")
     saved = C.EXPECTATIONS
     try:
         C.EXPECTATIONS = (a, b)
@@ -237,7 +256,8 @@ def test_every_cell_has_an_expectation_and_both_orders():
 def test_select_cells():
     cells = C.all_cells()
     assert [c.id for c in select(cells, r"^unpartitioned/Serializable/insert>insert$")] == [
-        "unpartitioned/Serializable/insert>insert"]
+        "unpartitioned/Serializable/insert>insert"
+    ]
     with pytest.raises(HarnessError):
         select(cells, "nothing-matches-this")
     with pytest.raises(HarnessError):
@@ -247,10 +267,25 @@ def test_select_cells():
 # -- verdicts on synthetic observations ----------------------------------------------
 
 
-def _obs(loser: TxnResult, controlled: bool = True, added: int = 1, removed: int = 0, meta: bool = False,
-         winner: TxnResult | None = None, **kw) -> Observation:
-    return Observation(winner or TxnResult(COMMITTED, version=3), loser, controlled, "pin lost" if not controlled
-                       else "", added, removed, meta, **kw)
+def _obs(
+    loser: TxnResult,
+    controlled: bool = True,
+    added: int = 1,
+    removed: int = 0,
+    meta: bool = False,
+    winner: TxnResult | None = None,
+    **kw,
+) -> Observation:
+    return Observation(
+        winner or TxnResult(COMMITTED, version=3),
+        loser,
+        controlled,
+        "pin lost" if not controlled else "",
+        added,
+        removed,
+        meta,
+        **kw,
+    )
 
 
 def _failed(cls: str) -> TxnResult:
@@ -300,8 +335,11 @@ def test_allowed_classes_follow_the_winner():
 
 def test_uncontrolled_never_passes():
     for cell in (M1, M3, C16_S, C17):
-        for loser in (TxnResult(COMMITTED, version=4), _failed("ConcurrentAppendException"),
-                      _failed("MetadataChangedException")):
+        for loser in (
+            TxnResult(COMMITTED, version=4),
+            _failed("ConcurrentAppendException"),
+            _failed("MetadataChangedException"),
+        ):
             assert _judge(cell, _obs(loser, controlled=False)) == UNCONTROLLED
 
 
@@ -340,11 +378,11 @@ class _FakeLog:
 
 def test_data_check_catches_lost_update_and_passes_serial():
     cell = M3
-    w, l = plans(cell)
-    serial = apply(l, apply(w, initial_rows()))
+    w, loser = plans(cell)
+    serial = apply(loser, apply(w, initial_rows()))
     obs = _obs(TxnResult(COMMITTED, version=4))
     assert check_data(cell, obs, _FakeLog(serial)) is None
-    lost = apply(l, initial_rows())  # the loser overwrote the winner's update
+    lost = apply(loser, initial_rows())  # the loser overwrote the winner's update
     why = check_data(cell, obs, _FakeLog(lost))
     assert why and why.startswith("C15:") and "missing" in why
 
@@ -352,8 +390,8 @@ def test_data_check_catches_lost_update_and_passes_serial():
 def test_data_check_write_serializable_allows_reordering_serializable_does_not():
     cell_ws = C.Cell(C.INSERT, C.DELETE_ALL, WS, C.UNPARTITIONED)
     cell_s = C.Cell(C.INSERT, C.DELETE_ALL, S, C.UNPARTITIONED)
-    w, l = plans(cell_ws)
-    survived = apply(w, apply(l, initial_rows()))  # the insert "after" the delete (spec C16)
+    w, loser = plans(cell_ws)
+    survived = apply(w, apply(loser, initial_rows()))  # the insert "after" the delete (spec C16)
     both = _obs(TxnResult(COMMITTED, version=4))
     assert check_data(cell_ws, both, _FakeLog(survived)) is None
     assert check_data(cell_s, both, _FakeLog(survived)).startswith("C14:")
@@ -365,22 +403,26 @@ def test_data_check_write_serializable_allows_reordering_serializable_does_not()
 
 def test_model_doubled_rows_after_two_optimizes_is_no_serial_order():
     cell = C.Cell(C.OPTIMIZE, C.OPTIMIZE, WS, C.UNPARTITIONED)
-    w, l = plans(cell)
-    outs = serial_outcomes(w, l, True, WS)
+    w, loser = plans(cell)
+    outs = serial_outcomes(w, loser, True, WS)
     assert Counter(initial_rows() * 2) not in outs.values()
     assert Counter(initial_rows()) in outs.values()
 
 
 def test_markdown_lists_every_cell_and_deviation():
     cells = [M1, C16_S]
-    results = [CellResult(M1, C.expectation(M1), _obs(TxnResult(COMMITTED, version=4)), CONFORMS, ""),
-               CellResult(C16_S, C.expectation(C16_S), _obs(TxnResult(COMMITTED, version=4)), SAFETY, "committed")]
+    results = [
+        CellResult(M1, C.expectation(M1), _obs(TxnResult(COMMITTED, version=4)), CONFORMS, ""),
+        CellResult(C16_S, C.expectation(C16_S), _obs(TxnResult(COMMITTED, version=4)), SAFETY, "committed"),
+    ]
     md = render_markdown("delta-rs", results, 1.0, {"deltalake": "x"})
-    assert "| M1 | insert + insert | insert first | WriteSerializable | unpartitioned | cannot conflict | committed | " \
-           "- | conforms |" in md
+    assert (
+        "| M1 | insert + insert | insert first | WriteSerializable | unpartitioned | cannot conflict | committed | "
+        "- | conforms |" in md
+    )
     assert "- **C16** (1):" in md and f"`{C16_S.id}`: deviates-safety" in md
     all_cells = md.split("## All cells")[1]
-    assert len([l for l in all_cells.splitlines() if l.startswith("| ") and "claim" not in l]) == len(cells)
+    assert len([line for line in all_cells.splitlines() if line.startswith("| ") and "claim" not in line]) == len(cells)
     assert "| C16 | 1 |  | 1 |" in md  # per claim: cells, conforms, deviates-safety, ...
 
 
@@ -421,7 +463,8 @@ def test_jobs_split_the_cells_and_keep_their_order(deltars_sample, tmp_path):
     observations in the cells' order."""
     two = run_cells("delta-rs", SAMPLE, tmp_path, timeout=60, jobs=2)
     assert [(r.cell.id, r.obs.observed(), r.verdict) for r in two] == [
-        (r.cell.id, r.obs.observed(), r.verdict) for r in deltars_sample[0]]
+        (r.cell.id, r.obs.observed(), r.verdict) for r in deltars_sample[0]
+    ]
     assert all(r.obs.controlled for r in two)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job1", "job2"]
     assert all(list((tmp_path / j / "logs").glob("worker-*.log")) for j in ("job1", "job2"))
@@ -492,8 +535,9 @@ def test_conformance_cli_delta_rs_full_matrix(results_dir):
     assert doc["seconds"] <= 600, doc["seconds"]
     counts = Counter(c["verdict"] for c in doc["cells"])
     assert counts[SAFETY] > 0 and counts[CONFORMS] > 0
-    assert counts[UNCONTROLLED] == 0 and counts[V_ERROR] == 0, [c["why"] for c in doc["cells"]
-                                                                 if c["verdict"] in (UNCONTROLLED, V_ERROR)]
+    assert counts[UNCONTROLLED] == 0 and counts[V_ERROR] == 0, [
+        c["why"] for c in doc["cells"] if c["verdict"] in (UNCONTROLLED, V_ERROR)
+    ]
     for c in doc["cells"]:
         assert {"claim", "winner", "loser", "level", "layout", "expected", "observed", "verdict"} <= set(c)
     md = (root / "conformance.md").read_text()
@@ -537,15 +581,28 @@ def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
 
 
 def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: int = 2):
-    from harness.matrices.conformance.model import SETUP
     from harness.deltalog import Commit, TransactionLog
+    from harness.matrices.conformance.model import SETUP
 
     conf = {"delta.isolationLevel": table_level} if table_level else {}
-    commits = [Commit(0, [{"commitInfo": {"operation": "CREATE TABLE"}},
-                          {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-                          {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
-                                        "schemaString": '{"type":"struct","fields":[]}', "partitionColumns": [],
-                                        "configuration": conf}}])]
+    commits = [
+        Commit(
+            0,
+            [
+                {"commitInfo": {"operation": "CREATE TABLE"}},
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                {
+                    "metaData": {
+                        "id": "t",
+                        "format": {"provider": "parquet", "options": {}},
+                        "schemaString": '{"type":"struct","fields":[]}',
+                        "partitionColumns": [],
+                        "configuration": conf,
+                    }
+                },
+            ],
+        )
+    ]
     for v in range(1, len(SETUP) + 1 + extra):
         info = {"operation": "WRITE"}
         if v in commit_levels:
@@ -660,8 +717,7 @@ def test_a_compaction_loser_that_completes_as_a_no_op_conforms_where_it_cannot_c
     noop = TxnResult(NOOP, read_version=2)
     assert _judge(m6, _obs(noop, removed=2)) == CONFORMS
     assert _judge(m6, _obs(_failed(ErrorClass.CONCURRENT_DELETE_DELETE.value), removed=2)) == AVAILABILITY
-    assert _judge(m6, _obs(TxnResult(COMMITTED, version=4), removed=2,
-                           data_violation="C15: rows 1..8 twice")) == SAFETY
+    assert _judge(m6, _obs(TxnResult(COMMITTED, version=4), removed=2, data_violation="C15: rows 1..8 twice")) == SAFETY
     # A no-op is no answer where the spec requires a conflict (C17: E4) ...
     c17 = C.Cell(C.SET_PROPERTIES, C.OPTIMIZE, WS, C.UNPARTITIONED)
     assert _judge(c17, _obs(noop, meta=True)) == EXCEPTION_CLASS

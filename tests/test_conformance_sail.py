@@ -102,12 +102,24 @@ def test_sail_deviations_are_reported(sail_sample):
 
 
 def test_conformance_cli_sail_selection(results_dir):
-    r = run_cli("conformance", "--engine", "sail", "--cells", r"^unpartitioned/Serializable/(insert>insert|create>create)$",
-                "--results-dir", str(results_dir), timeout=600)
+    r = run_cli(
+        "conformance",
+        "--engine",
+        "sail",
+        "--cells",
+        r"^unpartitioned/Serializable/(insert>insert|create>create)$",
+        "--results-dir",
+        str(results_dir),
+        timeout=600,
+    )
     assert r.returncode == 1, r.stderr[-3000:]  # E6: both creators succeed
     (root,) = list((results_dir / "conformance-sail").iterdir())
     doc = json.loads((root / "conformance.json").read_text())
     assert {c["id"]: c["verdict"] for c in doc["cells"]} == {
-        "unpartitioned/Serializable/insert>insert": CONFORMS, "unpartitioned/Serializable/create>create": SAFETY}
-    assert "| E6 | create + create | create first | Serializable | unpartitioned | must conflict | committed | - | " \
-           "deviates-safety |" in (root / "conformance.md").read_text()
+        "unpartitioned/Serializable/insert>insert": CONFORMS,
+        "unpartitioned/Serializable/create>create": SAFETY,
+    }
+    assert (
+        "| E6 | create + create | create first | Serializable | unpartitioned | must conflict | committed | - | "
+        "deviates-safety |" in (root / "conformance.md").read_text()
+    )

@@ -22,11 +22,18 @@ from checkers import compaction, log_sanity
 from checkers.base import Verdict
 from checkers.model import table_facts
 from checkers.serializability import extract
-from harness.deltalog import (
-    DeletionVectorError, TransactionLog, decode_roaring_bitmap_array, dv_file_path, dv_from_file, dv_positions,
-    read_log, z85_decode, z85_encode,
-)
 from harness.core.history import History
+from harness.deltalog import (
+    DeletionVectorError,
+    TransactionLog,
+    decode_roaring_bitmap_array,
+    dv_file_path,
+    dv_from_file,
+    dv_positions,
+    read_log,
+    z85_decode,
+    z85_encode,
+)
 
 MAGIC = 1681511377
 
@@ -105,8 +112,12 @@ def enc_dv_file(dvs: list[bytes]) -> tuple[bytes, list[int]]:
 def inline_dv(positions: list[int]) -> dict:
     data = enc_bitmap_array(positions)
     padded = data + bytes(-len(data) % 4)
-    return {"storageType": "i", "pathOrInlineDv": z85_encode(padded), "sizeInBytes": len(data),
-            "cardinality": len(set(positions))}
+    return {
+        "storageType": "i",
+        "pathOrInlineDv": z85_encode(padded),
+        "sizeInBytes": len(data),
+        "cardinality": len(set(positions)),
+    }
 
 
 def no_files(_: str) -> bytes:
@@ -178,10 +189,13 @@ def test_bitmap_container() -> None:
 def test_run_containers() -> None:
     # cookie 12347, 2 containers (< 4: no offset header), both runs:
     # key 0: runs 10..15 and 100; key 1: 0..65535 minus nothing, one run of 65536.
-    bitmap = (struct.pack("<I", 12347 | (1 << 16)) + bytes([0b11])
-              + struct.pack("<HHHH", 0, 6, 1, 65535)
-              + struct.pack("<H4H", 2, 10, 5, 100, 0)
-              + struct.pack("<H2H", 1, 0, 65535))
+    bitmap = (
+        struct.pack("<I", 12347 | (1 << 16))
+        + bytes([0b11])
+        + struct.pack("<HHHH", 0, 6, 1, 65535)
+        + struct.pack("<H4H", 2, 10, 5, 100, 0)
+        + struct.pack("<H2H", 1, 0, 65535)
+    )
     got = decode_roaring_bitmap_array(_wrap(0, bitmap))
     assert got == [*range(10, 16), 100, *range(65536, 131072)]
 
@@ -231,8 +245,12 @@ def test_malformed_bitmaps_are_refused(data: bytes, message: str) -> None:
 
 def test_protocol_inline_example() -> None:
     # PROTOCOL.md, "JSON Example 3 - Inline": rows 3, 4, 7, 11, 18, 29.
-    dv = {"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
-          "sizeInBytes": 40, "cardinality": 6}
+    dv = {
+        "storageType": "i",
+        "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+        "sizeInBytes": 40,
+        "cardinality": 6,
+    }
     assert dv_positions(dv, no_files, no_files) == [3, 4, 7, 11, 18, 29]
 
 
@@ -278,8 +296,9 @@ def test_descriptor_cardinality_must_match() -> None:
     st.frozensets(st.integers(0, 3)),
     st.booleans(),
 )  # fmt: skip
-def test_encoded_positions_decode_back(points: set[int], ranges: list[tuple[int, int]], run_keys: frozenset[int],
-                                       via_file: bool) -> None:
+def test_encoded_positions_decode_back(
+    points: set[int], ranges: list[tuple[int, int]], run_keys: frozenset[int], via_file: bool
+) -> None:
     want = set(points)
     for lo, n in ranges:  # dense stretches: bitmap and run containers
         want.update(range(lo, lo + n))
@@ -287,8 +306,13 @@ def test_encoded_positions_decode_back(points: set[int], ranges: list[tuple[int,
     assert decode_roaring_bitmap_array(data) == sorted(want)
     if via_file:
         blob, (off,) = enc_dv_file([data])
-        dv = {"storageType": "p", "pathOrInlineDv": "file:///dv.bin", "offset": off, "sizeInBytes": len(data),
-              "cardinality": len(want)}
+        dv = {
+            "storageType": "p",
+            "pathOrInlineDv": "file:///dv.bin",
+            "offset": off,
+            "sizeInBytes": len(data),
+            "cardinality": len(want),
+        }
         assert dv_positions(dv, no_files, lambda p: blob) == sorted(want)
     else:  # inline: Z85 of the padded bytes, sizeInBytes the unpadded length
         assert dv_positions(inline_dv(sorted(want)), no_files, no_files) == sorted(want)
@@ -302,11 +326,23 @@ SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
     {"name": "writer", "type": "string", "nullable": True, "metadata": {}},
 ]}  # fmt: skip
-PROTOCOL = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                         "writerFeatures": ["deletionVectors"]}}
-META = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
-                     "schemaString": json.dumps(SCHEMA), "partitionColumns": [],
-                     "configuration": {"delta.enableDeletionVectors": "true"}}}
+PROTOCOL = {
+    "protocol": {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["deletionVectors"],
+    }
+}
+META = {
+    "metaData": {
+        "id": "t",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(SCHEMA),
+        "partitionColumns": [],
+        "configuration": {"delta.enableDeletionVectors": "true"},
+    }
+}
 
 
 def _write_commit(root: Path, version: int, actions: list[dict]) -> None:
@@ -340,8 +376,13 @@ def _file_dv(root: Path, positions: list[int], prefix: str = "", name: uuid.UUID
     blob, (_, off) = enc_dv_file([enc_bitmap_array([0, 1, 2, 3]), data])
     (root / prefix).mkdir(parents=True, exist_ok=True)
     (root / prefix / f"deletion_vector_{name}.bin").write_bytes(blob)
-    return {"storageType": "u", "pathOrInlineDv": prefix + z85_encode(name.bytes), "offset": off,
-            "sizeInBytes": len(data), "cardinality": len(set(positions))}
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": prefix + z85_encode(name.bytes),
+        "offset": off,
+        "sizeInBytes": len(data),
+        "cardinality": len(set(positions)),
+    }
 
 
 def _table(root: Path) -> None:
@@ -355,8 +396,9 @@ def _table(root: Path) -> None:
     dv1 = _file_dv(root, [2, 5, 9], prefix="ab")
     _write_commit(root, 1, [_info("DELETE", "w1"), _remove("f1.parquet"), _add("f1.parquet", dv1)])
     dv2 = inline_dv([0, 2, 5, 9])
-    _write_commit(root, 2, [_info("MERGE", "w2"), _add("f1.parquet", dv2), _remove("f1.parquet", dv1),
-                            _add("f2.parquet")])
+    _write_commit(
+        root, 2, [_info("MERGE", "w2"), _add("f1.parquet", dv2), _remove("f1.parquet", dv1), _add("f2.parquet")]
+    )
     u = uuid.uuid4()
     dv3 = {**_file_dv(root, [0, 1, 2, 5, 9], name=u), "storageType": "p"}
     dv3["pathOrInlineDv"] = (root / f"deletion_vector_{u}.bin").as_uri()
@@ -373,8 +415,15 @@ def test_add_rows_drops_exactly_the_deleted_rows(tmp_path: Path) -> None:
     assert log.problems == []
     assert _ids(log.rows_at(0)) == list(range(10))
     assert _ids(log.rows_at(1)) == [0, 1, 3, 4, 6, 7, 8]
-    assert sorted(zip(*log.rows_at(2).to_pydict().values())) == [
-        (0, "w2"), (1, "w0"), (3, "w0"), (4, "w0"), (6, "w0"), (7, "w0"), (8, "w0")]
+    assert sorted(zip(*log.rows_at(2).to_pydict().values(), strict=True)) == [
+        (0, "w2"),
+        (1, "w0"),
+        (3, "w0"),
+        (4, "w0"),
+        (6, "w0"),
+        (7, "w0"),
+        (8, "w0"),
+    ]
     assert _ids(log.rows_at(3)) == [0, 3, 4, 6, 7, 8]
     live = log.live_files(1)["f1.parquet"]
     assert log.add_rows(live).column("id").to_pylist() == [0, 1, 3, 4, 6, 7, 8]  # file order kept
@@ -440,12 +489,15 @@ def test_compaction_of_a_file_with_a_dv() -> None:
     f1 = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "writer": ["w0"] * 4})
     f2 = pa.table({"id": pa.array([1, 3, 4], pa.int64()), "writer": ["w0"] * 3})
     dv = inline_dv([1])
-    opt = [{"commitInfo": {"operation": "OPTIMIZE"}},
-           {"remove": {"path": "f1", "dataChange": False, "deletionVector": dv}},
-           {"add": {"path": "f2", "partitionValues": {}, "dataChange": False}}]
+    opt = [
+        {"commitInfo": {"operation": "OPTIMIZE"}},
+        {"remove": {"path": "f1", "dataChange": False, "deletionVector": dv}},
+        {"add": {"path": "f2", "partitionValues": {}, "dataChange": False}},
+    ]
     log = TransactionLog.from_commits(
         [[PROTOCOL, META, _add("f1")], [_info("DELETE", "d"), _remove("f1"), _add("f1", dv)], opt],
-        file_tables={"f1": f1, "f2": f2})
+        file_tables={"f1": f1, "f2": f2},
+    )
     res = compaction.check(History([]), log)
     assert res.verdict is Verdict.VALID, res.explanation
     assert res.stats["rows_rewritten"] == 3

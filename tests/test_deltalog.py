@@ -19,8 +19,8 @@ from deltalake import DeltaTable, write_deltalake
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.deltalog import Commit, TransactionLog, copy_table, read_log
 from harness.core.procs import venv_bin
+from harness.deltalog import Commit, TransactionLog, copy_table, read_log
 
 MOTO = venv_bin("moto_server")
 BUCKET = "dj-test"
@@ -127,8 +127,12 @@ def test_partitioned_table_with_awkward_values(tmp_path: Path) -> None:
             "n": pa.array([1, None, 3, -4], pa.int64()),
             "d": pa.array([dt.date(2024, 1, 1), None, dt.date(2024, 2, 29), dt.date(1970, 1, 1)]),
             "ts": pa.array(
-                [dt.datetime(2024, 1, 1, 1, 2, 3, 456789), None, dt.datetime(2024, 1, 1),
-                 dt.datetime(2000, 5, 5, 5, 5, 5)],
+                [
+                    dt.datetime(2024, 1, 1, 1, 2, 3, 456789),
+                    None,
+                    dt.datetime(2024, 1, 1),
+                    dt.datetime(2000, 5, 5, 5, 5, 5),
+                ],
                 pa.timestamp("us", "UTC"),
             ),  # fmt: skip
         }
@@ -227,8 +231,10 @@ def test_v2_checkpoint_with_sidecar(tmp_path: Path) -> None:
     (logdir / "_sidecars").mkdir()
     adds = whole.filter(whole["add"].is_valid()).select(["add"])
     pq.write_table(adds, logdir / "_sidecars" / "s1.parquet")
-    lines = [{"checkpointMetadata": {"version": 2}},
-             {"sidecar": {"path": "s1.parquet", "sizeInBytes": 1, "modificationTime": 0}}]
+    lines = [
+        {"checkpointMetadata": {"version": 2}},
+        {"sidecar": {"path": "s1.parquet", "sizeInBytes": 1, "modificationTime": 0}},
+    ]
     for row in whole.select(["protocol", "metaData"]).to_pylist(maps_as_pydicts="strict"):
         lines += [{k: v} for k, v in row.items() if v is not None]
     v2 = logdir / f"{2:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"
@@ -429,9 +435,7 @@ def test_from_commits_partition_values_typed() -> None:
     assert log.file_rows("a").to_pylist() == [{"id": 1, "k": 7}]
     assert log.rows_at(0).schema.field("k").type == pa.int32()
     # Without metadata the values are appended as strings.
-    bare = TransactionLog.from_commits(
-        [[_add("a", partitionValues={"k": "7"})]], file_tables=tables
-    )
+    bare = TransactionLog.from_commits([[_add("a", partitionValues={"k": "7"})]], file_tables=tables)
     assert bare.file_rows("a").to_pylist() == [{"id": 1, "k": "7"}]
 
 
@@ -445,9 +449,7 @@ def test_column_mapping_uses_logical_names() -> None:
                          "partitionColumns": ["k"],
                          "configuration": {"delta.columnMapping.mode": "name"}}}  # fmt: skip
     tables = {"a": pa.table({"col-1": pa.array([1], pa.int64())})}
-    log = TransactionLog.from_commits(
-        [[PROTO, meta, _add("a", partitionValues={"col-2": "x"})]], file_tables=tables
-    )
+    log = TransactionLog.from_commits([[PROTO, meta, _add("a", partitionValues={"col-2": "x"})]], file_tables=tables)
     assert log.rows_at(0).to_pylist() == [{"id": 1, "k": "x"}]
 
 
@@ -484,9 +486,7 @@ def test_deletion_vector_update_in_one_commit() -> None:
     dv1 = {"storageType": "u", "pathOrInlineDv": "one", "sizeInBytes": 1, "cardinality": 1}
     dv2 = {"storageType": "u", "pathOrInlineDv": "two", "sizeInBytes": 1, "cardinality": 2}
     rm = {"remove": {"path": "a", "dataChange": True, "deletionVector": dv1}}
-    log = TransactionLog.from_commits(
-        [[_add("a", deletionVector=dv1)], [_add("a", deletionVector=dv2), rm]]
-    )
+    log = TransactionLog.from_commits([[_add("a", deletionVector=dv1)], [_add("a", deletionVector=dv2), rm]])
     assert log.live_files(1)["a"]["deletionVector"]["pathOrInlineDv"] == "two"
 
 
@@ -509,9 +509,7 @@ def test_metadata_and_protocol_history() -> None:
 
 def test_in_memory_checkpoint_covers_missing_commits() -> None:
     ck = [PROTO, _meta(conf={"c": "1"}), _add("a"), _add("b"), _remove("old")]
-    log = TransactionLog.from_commits(
-        [Commit(3, [_remove("a")]), Commit(4, [_add("c")])], checkpoints={2: ck}
-    )
+    log = TransactionLog.from_commits([Commit(3, [_remove("a")]), Commit(4, [_add("c")])], checkpoints={2: ck})
     assert log.problems == []
     assert log.checkpoint_versions == [2] and log.latest_version == 4
     assert sorted(log.live_files(2)) == ["a", "b"]

@@ -25,10 +25,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harness.deltalog as dl
-from harness.check.pipeline import check_run
-from harness.deltalog import Commit, read_log
 from harness.bench.synth_run import write_run
+from harness.check.pipeline import check_run
+from harness.deltalog import Commit, _pool, actions, datafiles, read_log
+from harness.deltalog import read as reader
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,15 +36,15 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small tables take the parallel path, in many small batches."""
-    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
-    monkeypatch.setattr(dl, "_PARALLEL_BATCH", 7)
-    monkeypatch.setattr(dl, "_PARALLEL_WINDOW", 3)
-    monkeypatch.setattr(dl, "_PARALLEL_WINDOW_COMMITS", 4)
-    monkeypatch.setattr(dl, "_PARALLEL_WINDOW_PREFETCH", 5)
+    monkeypatch.setattr(_pool, "_PARALLEL_MIN_FILES", 16)
+    monkeypatch.setattr(_pool, "_PARALLEL_BATCH", 7)
+    monkeypatch.setattr(_pool, "_PARALLEL_WINDOW", 3)
+    monkeypatch.setattr(_pool, "_PARALLEL_WINDOW_COMMITS", 4)
+    monkeypatch.setattr(_pool, "_PARALLEL_WINDOW_PREFETCH", 5)
 
 
 def _sequential(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 10**9)
+    monkeypatch.setattr(_pool, "_PARALLEL_MIN_FILES", 10**9)
 
 
 def _broken_run(tmp_path: Path) -> Path:
@@ -63,10 +63,13 @@ def _broken_run(tmp_path: Path) -> Path:
     (table / adds[20][1]).unlink()  # lost data file
     (table / adds[30][1]).write_bytes(b"")  # empty data file
     # Another schema: an extra column, and types that differ.
-    pq.write_table(pa.table({"k": pa.array([7], pa.int32()), "writer": ["x"], "prev_writer": [None],
-                             "extra": [1.5]}), table / adds[40][1])
-    pq.write_table(pa.table({"k": pa.array([], pa.int64()), "writer": pa.array([], pa.string())}),
-                   table / adds[41][1])  # no rows, a column fewer
+    pq.write_table(
+        pa.table({"k": pa.array([7], pa.int32()), "writer": ["x"], "prev_writer": [None], "extra": [1.5]}),
+        table / adds[40][1],
+    )
+    pq.write_table(
+        pa.table({"k": pa.array([], pa.int64()), "writer": pa.array([], pa.string())}), table / adds[41][1]
+    )  # no rows, a column fewer
     with (log_dir / f"{60:020d}.json").open("a") as fh:
         fh.write('{"add": {"path": "broken\n')  # unparseable commit
     text = (log_dir / f"{70:020d}.json").read_text()
@@ -112,7 +115,7 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
     kinds = {p["kind"] for p in want["problems"]}
     assert {"data-file-unreadable", "data-file-missing", "unparseable", "duplicate-file-action", "gap"} <= kinds
     unpacked: list[int] = []
-    real_unpack = dl._unpack_parquet
+    real_unpack = datafiles._unpack_parquet
 
     def counting_unpack(result, n):
         tables = real_unpack(result, n)
@@ -120,21 +123,21 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
         return tables
 
     parsed: list[int] = []
-    real_fetch = dl._parallel_fetch
+    real_fetch = reader._parallel_fetch
 
     def counting_fetch(*a):
         for v, body in real_fetch(*a):
-            parsed.append(isinstance(body, dl._Parsed))
+            parsed.append(isinstance(body, _pool._Parsed))
             yield v, body
 
-    monkeypatch.setattr(dl, "_unpack_parquet", counting_unpack)
-    monkeypatch.setattr(dl, "_parallel_fetch", counting_fetch)
+    monkeypatch.setattr(datafiles, "_unpack_parquet", counting_unpack)
+    monkeypatch.setattr(reader, "_parallel_fetch", counting_fetch)
     for prefetch in (True, False):  # the hint, and the stream a sequential replay starts by itself
-        monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
-        monkeypatch.setattr(dl, "_PARALLEL_BATCH", 7)
-        monkeypatch.setattr(dl, "_PARALLEL_WINDOW", 3)
-        monkeypatch.setattr(dl, "_PARALLEL_WINDOW_COMMITS", 4)
-        monkeypatch.setattr(dl, "_PARALLEL_WINDOW_PREFETCH", 5)
+        monkeypatch.setattr(_pool, "_PARALLEL_MIN_FILES", 16)
+        monkeypatch.setattr(_pool, "_PARALLEL_BATCH", 7)
+        monkeypatch.setattr(_pool, "_PARALLEL_WINDOW", 3)
+        monkeypatch.setattr(_pool, "_PARALLEL_WINDOW_COMMITS", 4)
+        monkeypatch.setattr(_pool, "_PARALLEL_WINDOW_PREFETCH", 5)
         unpacked.clear()
         parsed.clear()
         _assert_same(want, _observe(run, prefetch=prefetch))
@@ -148,8 +151,8 @@ def test_check_run_verdicts_are_the_same(tmp_path: Path, monkeypatch: pytest.Mon
     write_run(run, 300, seed=4, inject="G2-item", checkpoint_interval=50)
     _sequential(monkeypatch)
     want = check_run(run, write=False).doc
-    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
-    monkeypatch.setattr(dl, "_PARALLEL_BATCH", 5)
+    monkeypatch.setattr(_pool, "_PARALLEL_MIN_FILES", 16)
+    monkeypatch.setattr(_pool, "_PARALLEL_BATCH", 5)
     got = check_run(run, write=False).doc
     for doc in (want, got):
         doc.pop("check_seconds")
@@ -163,7 +166,7 @@ def test_random_access_after_a_replay(tmp_path: Path, parallel: None) -> None:
     write_run(run, 200, seed=3, checkpoint_interval=0)
     log = read_log(str(run / "table"), prefetch_data=True)
     paths = [a["path"] for _v, _c, adds, _r in log.replay() for a in adds]
-    for p in reversed(paths[len(paths) // 2:]):
+    for p in reversed(paths[len(paths) // 2 :]):
         log.file_rows(p)
     plain = read_log(str(run / "table"))
     for v in (5, 50, log.latest_version):
@@ -172,10 +175,11 @@ def test_random_access_after_a_replay(tmp_path: Path, parallel: None) -> None:
         assert log.file_rows(p).to_pylist() == plain.file_rows(p).to_pylist()
 
 
-def test_dead_workers_fall_back_to_the_ordinary_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     parallel: None) -> None:
+def test_dead_workers_fall_back_to_the_ordinary_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: None
+) -> None:
     run = _broken_run(tmp_path)
-    pool = dl._process_pool()
+    pool = _pool._process_pool()
     for w in pool.workers:
         w.proc.kill()
         w.proc.wait()
@@ -183,19 +187,20 @@ def test_dead_workers_fall_back_to_the_ordinary_path(tmp_path: Path, monkeypatch
     _sequential(monkeypatch)
     _assert_same(_observe(run, prefetch=False), got)
     # A broken pool is replaced by a fresh one next time.
-    monkeypatch.setattr(dl, "_PARALLEL_MIN_FILES", 16)
+    monkeypatch.setattr(_pool, "_PARALLEL_MIN_FILES", 16)
     _assert_same(got, _observe(run, prefetch=True))
-    assert any(w.alive for w in dl._process_pool().workers)
+    assert any(w.alive for w in _pool._process_pool().workers)
 
 
 _SCRIPT = """
 import harness.deltalog as dl
-dl._PARALLEL_MIN_FILES = 16
-dl._PARALLEL_BATCH = 7
+from harness.deltalog import _pool
+_pool._PARALLEL_MIN_FILES = 16
+_pool._PARALLEL_BATCH = 7
 log = dl.read_log({table!r}, prefetch_data=True)
 n = sum(len(log.file_rows(a["path"])) for _v, _c, adds, _r in log.replay() for a in adds)
 print("ran", n, flush=True)
-print("workers", *[w.proc.pid for w in dl._process_pool().workers], flush=True)
+print("workers", *[w.proc.pid for w in _pool._process_pool().workers], flush=True)
 {tail}
 """
 
@@ -208,8 +213,14 @@ def test_an_unguarded_script_runs_once_and_leaves_no_workers(tmp_path: Path) -> 
     script = tmp_path / "script.py"
     for tail in ("", "import os; os.kill(os.getpid(), 9)"):
         script.write_text(_SCRIPT.format(table=str(run / "table"), tail=tail))
-        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         lines = proc.stdout.splitlines()
         assert [line.split()[0] for line in lines] == ["ran", "workers"], proc.stdout + proc.stderr
         pids = [int(x) for x in lines[1].split()[1:]]
@@ -236,12 +247,38 @@ def _running(pid: int) -> bool:
 
 # --------------------------------------------------------------- JSON lines
 
-_LINE_PIECES = st.sampled_from([
-    b'{"add": {"path": "a", "size": 1}}', b'{"commitInfo": {"x": "\xe2\x80\xa8 sep"}}', b"{}", b"[1, 2]", b"1",
-    b"null", b'"str"', b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\xef\xbb\xbf", b"\x00", b"\xff", b"\xc3\xa9",
-    b"\xed\xa0\x80", b"{", b"}", b",", b'{"a": 1}, {"b": 2}', b"[", b"]", b"NaN", b"\xe3\x80\x80", b"\xc2\xa0",
-    b'{"a": "\\ud800"}', b"\n",
-])
+_LINE_PIECES = st.sampled_from(
+    [
+        b'{"add": {"path": "a", "size": 1}}',
+        b'{"commitInfo": {"x": "\xe2\x80\xa8 sep"}}',
+        b"{}",
+        b"[1, 2]",
+        b"1",
+        b"null",
+        b'"str"',
+        b" ",
+        b"\t",
+        b"\r",
+        b"\x0b",
+        b"\x0c",
+        b"\xef\xbb\xbf",
+        b"\x00",
+        b"\xff",
+        b"\xc3\xa9",
+        b"\xed\xa0\x80",
+        b"{",
+        b"}",
+        b",",
+        b'{"a": 1}, {"b": 2}',
+        b"[",
+        b"]",
+        b"NaN",
+        b"\xe3\x80\x80",
+        b"\xc2\xa0",
+        b'{"a": "\\ud800"}',
+        b"\n",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -249,19 +286,21 @@ _LINE_PIECES = st.sampled_from([
 def test_json_fast_path_is_json_loads_per_line(pieces: list[bytes]) -> None:
     data = b"".join(pieces)
     try:
-        want = ("ok", dl._parse_lines(data))
+        want = ("ok", actions._parse_lines(data))
     except ValueError as e:
         want = ("error", str(e))
     try:
-        got = ("ok", dl.parse_commit_bytes(data))
+        got = ("ok", actions.parse_commit_bytes(data))
     except ValueError as e:
         got = ("error", str(e))
     assert got == want
 
 
 def test_commit_action_index_is_a_view() -> None:
-    c = Commit(3, [{"commitInfo": {"readVersion": 2}}, {"add": {"path": "a"}}, {"add": {"path": "b"}},
-                   {"remove": {"path": "c"}}])
+    c = Commit(
+        3,
+        [{"commitInfo": {"readVersion": 2}}, {"add": {"path": "a"}}, {"add": {"path": "b"}}, {"remove": {"path": "c"}}],
+    )
     assert [a["path"] for a in c.adds] == ["a", "b"] and c.read_version == 2
     c.adds.append({"path": "z"})  # callers get their own lists
     assert len(c.adds) == 2
@@ -274,9 +313,9 @@ def test_commit_action_index_is_a_view() -> None:
 
 def test_signal_safety_of_worker_stop() -> None:
     """Stopping the pool twice, or after its workers died, is harmless."""
-    pool = dl._process_pool()
+    pool = _pool._process_pool()
     for w in pool.workers:
         os.kill(w.proc.pid, signal.SIGKILL)
-    dl._discard_process_pool(pool)
-    dl._discard_process_pool(pool)
-    assert dl._process_pool() is not pool
+    _pool._discard_process_pool(pool)
+    _pool._discard_process_pool(pool)
+    assert _pool._process_pool() is not pool

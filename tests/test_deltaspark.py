@@ -8,8 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.engines.jars import Versions, resolve
 from harness.core.errors import HarnessError
+from harness.engines.jars import Versions, resolve
 from tests.conftest import still_running
 
 PINS = Versions(spark="4.0.5", scala="2.13", hadoop="3.4.1", delta="4.0.1")
@@ -81,8 +81,8 @@ def test_a_node_listens_on_loopback_only(local_node) -> None:
 
 @pytest.mark.integration
 def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None:
-    from harness.engines import make_client
     from harness.core.table import Column, TableSpec
+    from harness.engines import make_client
 
     engine, node, storage = local_node
     spec = TableSpec((Column("id", "BIGINT"), Column("writer", "STRING")))
@@ -129,9 +129,22 @@ def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(
     # the run has no table to test, which is neither valid nor a harness fault.
     from tests.conftest import load_results, only_run_dir, run_cli
 
-    res = run_cli("run", "--workload", "append", "--engine", "delta-spark", "--storage", "local",
-                  "--isolation", "WriteSerializable", "--time-limit", "3", "--results-dir", str(tmp_path),
-                  "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "append",
+        "--engine",
+        "delta-spark",
+        "--storage",
+        "local",
+        "--isolation",
+        "WriteSerializable",
+        "--time-limit",
+        "3",
+        "--results-dir",
+        str(tmp_path),
+        "--no-progress",
+    )
     assert res.returncode == 3, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert "the engine refused to create the table" in res.stdout
@@ -143,7 +156,8 @@ def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(
 
     done = [e for e in load_history(only_run_dir(tmp_path) / "history.jsonl").events if e.type != "invoke"]
     assert [(e.f, e.type, e.error.cls if e.error else None) for e in done] == [
-        ("create-table", "fail", ErrorClass.UNSUPPORTED)]
+        ("create-table", "fail", ErrorClass.UNSUPPORTED)
+    ]
 
 
 def test_extra_spark_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,11 +24,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
+from harness.core.history import FAIL, INFO
+from harness.core.history import ErrorClass as E
 from harness.engines.errors import (
     RAW_LIMIT,
     Classified,
@@ -37,7 +40,6 @@ from harness.engines.errors import (
     classify_spark,
     classify_spark_text,
 )
-from harness.core.history import FAIL, INFO, ErrorClass as E
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,10 +91,12 @@ OPS: dict[str, Op] = {
     "delete": lambda dt: dt.delete("k = 1"),
     "delete-all": lambda dt: dt.delete(),
     "update": lambda dt: dt.update(updates={"v": "v + 1"}, predicate="k = 1"),
-    "merge": lambda dt: dt.merge(_rows([1], v=7), "s.k = t.k", source_alias="s", target_alias="t")
-    .when_matched_update_all()
-    .when_not_matched_insert_all()
-    .execute(),
+    "merge": lambda dt: (
+        dt.merge(_rows([1], v=7), "s.k = t.k", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    ),
     "delete-p0": lambda dt: dt.delete("p = 0"),
     "append-p1": lambda dt: write_deltalake(dt, _rows([777], p=1), mode="append"),
     "optimize": lambda dt: dt.optimize.compact(),
@@ -139,7 +143,7 @@ CONFLICTS = [
 @pytest.mark.parametrize(
     "winner,loser,isolation,expected,claim",
     CONFLICTS,
-    ids=[f"{w}-then-{l}-{iso or 'default'}" for w, l, iso, _, _ in CONFLICTS],
+    ids=[f"{w}-then-{loser}-{iso or 'default'}" for w, loser, iso, _, _ in CONFLICTS],
 )
 def test_deltars_conflict_is_classified(tmp_path, winner, loser, isolation, expected, claim):
     uri = _make_table(tmp_path / "t", isolation)
@@ -182,13 +186,17 @@ def test_deltars_blind_append_after_dml(tmp_path, winner, loser, partitioned):
     exc = _race(uri, winner, loser)
     # Pinned finding: delta-rs refuses the blind append. Should it commit
     # one day, this fails, and the test becomes the conforming assertion.
-    assert exc is not None, (f"delta-rs {deltalake.__version__} committed the blind {loser} after {winner}: the "
-                             f"pinned C9/M2 deviation is gone (version {DeltaTable(uri).version()})")
+    assert exc is not None, (
+        f"delta-rs {deltalake.__version__} committed the blind {loser} after {winner}: the "
+        f"pinned C9/M2 deviation is gone (version {DeltaTable(uri).version()})"
+    )
     assert DeltaTable(uri).version() == 2, "a refused append left a commit"
     c = classify_deltars(exc)
     assert c.cls.is_conflict and c.definite, c.raw
-    pytest.xfail(f"deviation (spec C9, M2{', P1' if partitioned else ''}): {winner} then blind {loser} "
-                 f"under WriteSerializable fails with {c.cls.value}")
+    pytest.xfail(
+        f"deviation (spec C9, M2{', P1' if partitioned else ''}): {winner} then blind {loser} "
+        f"under WriteSerializable fails with {c.cls.value}"
+    )
 
 
 @pytest.mark.integration
@@ -199,8 +207,10 @@ def test_deltars_serializable_delete_after_insert(tmp_path):
     exc = _race(uri, "append", "delete-all")
     # Pinned finding: the DELETE commits. Should delta-rs fail it one day,
     # this fails, and the test becomes the conforming assertion (E1).
-    assert exc is None, (f"delta-rs {deltalake.__version__} now fails the DELETE ({classify_deltars(exc).cls.value}): "
-                         f"the pinned C16 deviation is gone")
+    assert exc is None, (
+        f"delta-rs {deltalake.__version__} now fails the DELETE ({classify_deltars(exc).cls.value}): "
+        f"the pinned C16 deviation is gone"
+    )
     dt = DeltaTable(uri)
     assert (dt.version(), _count(dt)) == (3, 1), "the observed outcome changed"
     pytest.xfail(
@@ -221,8 +231,10 @@ def test_deltars_compaction_then_rewrite(tmp_path, loser, rows_if_serial):
     # Pinned finding: both commit and the table is wrong. Should delta-rs
     # refuse the loser one day, this fails, and the test becomes the
     # conforming assertion (E3).
-    assert exc is None, (f"delta-rs {deltalake.__version__} now fails {loser} after optimize "
-                         f"({classify_deltars(exc).cls.value}): the pinned M5/M6 deviation is gone")
+    assert exc is None, (
+        f"delta-rs {deltalake.__version__} now fails {loser} after optimize "
+        f"({classify_deltars(exc).cls.value}): the pinned M5/M6 deviation is gone"
+    )
     dt = DeltaTable(uri)
     assert dt.version() == 3 and _count(dt) != rows_if_serial, "the observed outcome changed"
     pytest.xfail(
@@ -270,8 +282,10 @@ def test_deltars_create_race(tmp_path, mode):
     exc = out["loser"]
     # Pinned finding: both creators succeed. Should delta-rs fail the later
     # one day, this fails, and the test becomes the conforming assertion (E6).
-    assert exc is None, (f"delta-rs {deltalake.__version__} now fails the later CREATE "
-                         f"({classify_deltars(exc).cls.value}): the pinned E6 deviation is gone")
+    assert exc is None, (
+        f"delta-rs {deltalake.__version__} now fails the later CREATE "
+        f"({classify_deltars(exc).cls.value}): the pinned E6 deviation is gone"
+    )
     dt = DeltaTable(uri)
     assert (dt.version(), len(dt.file_uris())) == (1, 2), "the observed outcome changed"
     pytest.xfail(
@@ -340,7 +354,7 @@ def test_deltars_network_errors_are_indeterminate():
         while not stop.is_set():
             try:
                 conn, _ = srv.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -514,8 +528,11 @@ def test_sail_metadata_change_vs_blind_inserts(sail, quiet_gc):
         while time.monotonic() < deadline and not enough():
             j += 1
             key = None if i == 0 else i * 100_000 + j
-            stmt = (f"ALTER TABLE m SET TBLPROPERTIES ('dj.round' = '{j}')" if i == 0
-                    else f"INSERT INTO m (k, v) VALUES ({key}, 0)")
+            stmt = (
+                f"ALTER TABLE m SET TBLPROPERTIES ('dj.round' = '{j}')"
+                if i == 0
+                else f"INSERT INTO m (k, v) VALUES ({key}, 0)"
+            )
             try:
                 sessions[i].sql(stmt).collect()
                 if key is not None:
@@ -595,65 +612,123 @@ def test_sail_server_gone_is_indeterminate(tmp_path, quiet_gc):
 
 RS = "Failed to commit transaction: "
 DELTARS_TEXTS = [
-    ("CommitFailedError", RS + "Commit failed: a concurrent transactions added new data.\nHelp: This transaction's "
-     "query must be rerun to include the new data. Also, if you don't care to require this check to pass in the "
-     "future, the isolation level can be set to Snapshot Isolation.", E.CONCURRENT_APPEND, True),
-    ("CommitFailedError", RS + "Commit failed: a concurrent transaction deleted data this operation read.\nHelp: "
-     "This transaction's query must be rerun to exclude the removed data.", E.CONCURRENT_DELETE_READ, True),
-    ("CommitFailedError", RS + "Commit failed: a concurrent transaction deleted the same data your transaction "
-     "deletes.\nHelp: you should retry this write operation. If it was based on data contained in the table, you "
-     "should rerun the query generating the data.", E.CONCURRENT_DELETE_DELETE, True),
+    (
+        "CommitFailedError",
+        RS + "Commit failed: a concurrent transactions added new data.\nHelp: This transaction's "
+        "query must be rerun to include the new data. Also, if you don't care to require this check to pass in the "
+        "future, the isolation level can be set to Snapshot Isolation.",
+        E.CONCURRENT_APPEND,
+        True,
+    ),
+    (
+        "CommitFailedError",
+        RS + "Commit failed: a concurrent transaction deleted data this operation read.\nHelp: "
+        "This transaction's query must be rerun to exclude the removed data.",
+        E.CONCURRENT_DELETE_READ,
+        True,
+    ),
+    (
+        "CommitFailedError",
+        RS + "Commit failed: a concurrent transaction deleted the same data your transaction "
+        "deletes.\nHelp: you should retry this write operation. If it was based on data contained in the table, you "
+        "should rerun the query generating the data.",
+        E.CONCURRENT_DELETE_DELETE,
+        True,
+    ),
     ("CommitFailedError", RS + "Metadata changed since last commit.", E.METADATA_CHANGED, True),
     ("CommitFailedError", RS + "Concurrent transaction failed.", E.CONCURRENT_TRANSACTION, True),
-    ("CommitFailedError", RS + "Protocol changed since last commit: required read/write 1/7, current read/write 1/2",
-     E.PROTOCOL_CHANGED, True),
+    (
+        "CommitFailedError",
+        RS + "Protocol changed since last commit: required read/write 1/7, current read/write 1/2",
+        E.PROTOCOL_CHANGED,
+        True,
+    ),
     ("CommitFailedError", RS + "Protocol changed since last commit: protocol changed", E.PROTOCOL_CHANGED, True),
     ("CommitFailedError", RS + "15", E.UNCLASSIFIED_CONFLICT, True),
     ("CommitFailedError", RS + "Error evaluating predicate: Schema error", E.UNCLASSIFIED_CONFLICT, True),
     ("DeltaError", "Delta transaction failed, version 3 already exists.", E.UNCLASSIFIED_CONFLICT, True),
     ("CommitFailedError", RS + "Delta-rs does not support writer version 8", E.UNSUPPORTED, True),
-    ("CommitFailedError", "The transaction includes Remove action with data change but Delta table is append-only",
-     E.NOT_A_CONFLICT, True),
+    (
+        "CommitFailedError",
+        "The transaction includes Remove action with data change but Delta table is append-only",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
     # DynamoDB-backed log store failing inside the commit: may have landed.
     ("CommitFailedError", "Transaction failed: dynamodb client failed to write log entry", E.NOT_A_CONFLICT, False),
     ("SchemaMismatchError", "Cannot cast schema, number of fields does not match: 1 vs 3", E.NOT_A_CONFLICT, True),
     ("TableNotFoundError", "no log files", E.NOT_A_CONFLICT, True),
     ("DeltaError", "Generic DeltaTable error: Error during planning: No field named x", E.NOT_A_CONFLICT, True),
     ("ValueError", "Invalid isolation level", E.NOT_A_CONFLICT, True),
-    ("DeltaError", "Generic DeltaTable error: Schema error: No field named timeout. Valid fields are t.k.",
-     E.NOT_A_CONFLICT, True),
-    ("OSError", "Generic S3 error\n ↳ Error performing PUT http://127.0.0.1:9000/dj/t/_delta_log/"
-     "00000000000000000007.json in 30.0s - Server returned non-2xx status code: 503 Service Unavailable: "
-     "SlowDown", E.NOT_A_CONFLICT, False),
-    ("OSError", "Generic S3 error\n ↳ Error after 10 retries in 3.1s, max_retries:10, retry_timeout:180s, "
-     "source:error sending request for url (http://127.0.0.1:9000/dj/t/_delta_log/00000000000000000007.json)",
-     E.NOT_A_CONFLICT, False),
-    ("OSError", "Generic S3 error\n ↳ Error performing PUT http://127.0.0.1:9000/dj/t/_delta_log/"
-     "00000000000000000007.json in 30.0s - HTTP error: operation timed out", E.TIMEOUT, False),
+    (
+        "DeltaError",
+        "Generic DeltaTable error: Schema error: No field named timeout. Valid fields are t.k.",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
+    (
+        "OSError",
+        "Generic S3 error\n ↳ Error performing PUT http://127.0.0.1:9000/dj/t/_delta_log/"
+        "00000000000000000007.json in 30.0s - Server returned non-2xx status code: 503 Service Unavailable: "
+        "SlowDown",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
+    (
+        "OSError",
+        "Generic S3 error\n ↳ Error after 10 retries in 3.1s, max_retries:10, retry_timeout:180s, "
+        "source:error sending request for url (http://127.0.0.1:9000/dj/t/_delta_log/00000000000000000007.json)",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
+    (
+        "OSError",
+        "Generic S3 error\n ↳ Error performing PUT http://127.0.0.1:9000/dj/t/_delta_log/"
+        "00000000000000000007.json in 30.0s - HTTP error: operation timed out",
+        E.TIMEOUT,
+        False,
+    ),
     ("TimeoutError", "op exceeded 30 s", E.TIMEOUT, False),
     ("PanicException", "called `Option::unwrap()` on a `None` value", E.CRASH, False),
     # Recorded with deltalake 1.x on a local table (issue 11, item 14).
     # dt.update({"k": "make_array(1)"}) on a BIGINT column: DataFusion words a
     # type error as "not implemented"; an error of the op, no missing feature.
-    ("DeltaError", "Generic DeltaTable error: Optimizer rule 'simplify_expressions' failed\ncaused by\nThis "
-     "feature is not implemented: Unsupported CAST from List(Int64) to Int64", E.NOT_A_CONFLICT, True),
+    (
+        "DeltaError",
+        "Generic DeltaTable error: Optimizer rule 'simplify_expressions' failed\ncaused by\nThis "
+        "feature is not implemented: Unsupported CAST from List(Int64) to Int64",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
     # Loading a table whose _last_checkpoint names a checkpoint that is gone:
     # before any commit, so definite, "checkpoint" or not.
-    ("DeltaError", "Kernel error: Invalid Checkpoint: Had a _last_checkpoint hint but didn't find any checkpoints",
-     E.NOT_A_CONFLICT, True),
+    (
+        "DeltaError",
+        "Kernel error: Invalid Checkpoint: Had a _last_checkpoint hint but didn't find any checkpoints",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
     # An append whose post-commit checkpoint could not be written (a directory
     # squats on the checkpoint's name): version 1 is in the log, so the op may
     # have committed. Nothing in the text says "checkpoint".
-    ("DeltaError", "Kernel error: Arrow error: External: Generic LocalFileSystem error: Unable to rename file: Is a "
-     "directory (os error 21)", E.NOT_A_CONFLICT, False),
+    (
+        "DeltaError",
+        "Kernel error: Arrow error: External: Generic LocalFileSystem error: Unable to rename file: Is a "
+        "directory (os error 21)",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
     ("RuntimeError", "something nobody has seen before", E.NOT_A_CONFLICT, False),
 ]
 
 
 @pytest.mark.parametrize("type_name,message,expected,definite", DELTARS_TEXTS)
 def test_deltars_recorded_texts(type_name, message, expected, definite):
-    bases = ("DeltaError", "Exception") if type_name in ("CommitFailedError", "TableNotFoundError",
-                                                         "SchemaMismatchError") else ()
+    bases = (
+        ("DeltaError", "Exception")
+        if type_name in ("CommitFailedError", "TableNotFoundError", "SchemaMismatchError")
+        else ()
+    )
     if type_name == "PanicException":
         bases = ("BaseException",)
     c = classify_deltars_text(type_name, message, bases=bases)
@@ -675,8 +750,10 @@ DELTA_CLASSES = {
     "ProtocolChangedException": "DELTA_PROTOCOL_CHANGED",
     "ConcurrentWriteException": "DELTA_CONCURRENT_WRITE",
 }
-COMMIT = '\nConflicting commit: {"timestamp":1795331333750,"operation":"DELETE","operationParameters":' \
+COMMIT = (
+    '\nConflicting commit: {"timestamp":1795331333750,"operation":"DELETE","operationParameters":'
     '{"predicate":"[\\"(k#12L = 1)\\"]"},"readVersion":6,"isolationLevel":"Serializable","isBlindAppend":false}'
+)
 DOCS = "\nRefer to https://docs.delta.io/latest/concurrency-control.html for more details."
 DELTA_40_MESSAGES = {
     "DELTA_CONCURRENT_APPEND": "ConcurrentAppendException: Files were added to the root of the table by a "
@@ -709,8 +786,13 @@ EXPECTED = {
 }
 
 
-def _connect_error(jvm_class: str, message: str, condition: str | None, sql_state: str | None = "2D521",
-                   hierarchy: list[str] | None = None) -> BaseException:
+def _connect_error(
+    jvm_class: str,
+    message: str,
+    condition: str | None,
+    sql_state: str | None = "2D521",
+    hierarchy: list[str] | None = None,
+) -> BaseException:
     """What PySpark raises for a server-side exception (client/core.py:
     _handle_rpc_error -> convert_exception)."""
     from google.rpc.error_details_pb2 import ErrorInfo
@@ -753,32 +835,55 @@ def test_delta_spark_40_conflicts_through_connect(simple):
 
 # Newer delta-spark (4.x master) and Databricks: sub-conditions and new wording.
 NEWER = [
-    ("io.delta.exceptions.ConcurrentAppendException", "DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT",
-     "Transaction conflict detected. a concurrent WRITE added data to table `spark_catalog`.`default`.`t` committed "
-     "at version 7. The concurrent operation modified data in the partition [p=1] that should have been read by this "
-     "operation. Please retry the operation.", E.CONCURRENT_APPEND),
-    ("io.delta.exceptions.ConcurrentDeleteReadException", "DELTA_CONCURRENT_DELETE_READ.WITHOUT_HINT",
-     "Transaction conflict detected, a concurrent DELETE deleted data from table `t` (committed at version 7) that "
-     "this transaction read. The concurrent operation deleted data that was read by this operation.",
-     E.CONCURRENT_DELETE_READ),
-    ("io.delta.exceptions.ConcurrentDeleteDeleteException", "DELTA_CONCURRENT_DELETE_DELETE.WITHOUT_HINT",
-     "Transaction conflict detected, a concurrent OPTIMIZE deleted data from table `t` (committed at version 7) that "
-     "this transaction attempted to delete. The concurrent operation deleted data that was read by this operation.",
-     E.CONCURRENT_DELETE_DELETE),
-    ("com.databricks.sql.transaction.tahoe.ConcurrentAppendException", None,
-     "Files were added to partition [date=2024-01-01] by a concurrent update. Please try the operation again.",
-     E.CONCURRENT_APPEND),
-    ("com.databricks.sql.transaction.tahoe.ConcurrentDeleteDeleteException", None,
-     "This transaction attempted to delete one or more files that were deleted (for example date=1/part-0.parquet) "
-     "by a concurrent update. Please try the operation again.", E.CONCURRENT_DELETE_DELETE),
-    ("org.apache.spark.sql.delta.DeltaIllegalStateException", "DELTA_MAX_COMMIT_RETRIES_EXCEEDED",
-     "This commit has failed as it has been tried 10000000 times but did not succeed. This can be caused by the "
-     "Delta table being committed continuously by many concurrent commits.", E.UNCLASSIFIED_CONFLICT),
+    (
+        "io.delta.exceptions.ConcurrentAppendException",
+        "DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT",
+        "Transaction conflict detected. a concurrent WRITE added data to table `spark_catalog`.`default`.`t` "
+        "committed at version 7. The concurrent operation modified data in the partition [p=1] that should have "
+        "been read by this operation. Please retry the operation.",
+        E.CONCURRENT_APPEND,
+    ),
+    (
+        "io.delta.exceptions.ConcurrentDeleteReadException",
+        "DELTA_CONCURRENT_DELETE_READ.WITHOUT_HINT",
+        "Transaction conflict detected, a concurrent DELETE deleted data from table `t` (committed at version 7) that "
+        "this transaction read. The concurrent operation deleted data that was read by this operation.",
+        E.CONCURRENT_DELETE_READ,
+    ),
+    (
+        "io.delta.exceptions.ConcurrentDeleteDeleteException",
+        "DELTA_CONCURRENT_DELETE_DELETE.WITHOUT_HINT",
+        "Transaction conflict detected, a concurrent OPTIMIZE deleted data from table `t` (committed at version 7) "
+        "that this transaction attempted to delete. The concurrent operation deleted data that was read by this "
+        "operation.",
+        E.CONCURRENT_DELETE_DELETE,
+    ),
+    (
+        "com.databricks.sql.transaction.tahoe.ConcurrentAppendException",
+        None,
+        "Files were added to partition [date=2024-01-01] by a concurrent update. Please try the operation again.",
+        E.CONCURRENT_APPEND,
+    ),
+    (
+        "com.databricks.sql.transaction.tahoe.ConcurrentDeleteDeleteException",
+        None,
+        "This transaction attempted to delete one or more files that were deleted (for example date=1/part-0.parquet) "
+        "by a concurrent update. Please try the operation again.",
+        E.CONCURRENT_DELETE_DELETE,
+    ),
+    (
+        "org.apache.spark.sql.delta.DeltaIllegalStateException",
+        "DELTA_MAX_COMMIT_RETRIES_EXCEEDED",
+        "This commit has failed as it has been tried 10000000 times but did not succeed. This can be caused by the "
+        "Delta table being committed continuously by many concurrent commits.",
+        E.UNCLASSIFIED_CONFLICT,
+    ),
 ]
 
 
-@pytest.mark.parametrize("jvm_class,condition,text,expected", NEWER, ids=[n[0].rsplit(".", 1)[1] + "-" +
-                                                                          str(n[1]) for n in NEWER])
+@pytest.mark.parametrize(
+    "jvm_class,condition,text,expected", NEWER, ids=[n[0].rsplit(".", 1)[1] + "-" + str(n[1]) for n in NEWER]
+)
 def test_newer_delta_spark_and_databricks(jvm_class, condition, text, expected):
     pytest.importorskip("google.rpc.error_details_pb2")
     msg = f"[{condition}] {text}" if condition else text
@@ -798,48 +903,128 @@ def test_classic_pyspark_delta_exception_types():
 SPARK_TEXTS = [
     # Sail 0.7.2, recorded from real runs (see the Sail tests above).
     ("SparkRuntimeException", None, "Failed to commit transaction: 0", E.UNCLASSIFIED_CONFLICT, True),
-    ("SparkRuntimeException", None, "Failed to commit transaction: Metadata changed since last commit.",
-     E.METADATA_CHANGED, True),
-    ("SparkRuntimeException", None, "Failed to commit transaction: Protocol changed since last commit: protocol "
-     "changed", E.PROTOCOL_CHANGED, True),
+    (
+        "SparkRuntimeException",
+        None,
+        "Failed to commit transaction: Metadata changed since last commit.",
+        E.METADATA_CHANGED,
+        True,
+    ),
+    (
+        "SparkRuntimeException",
+        None,
+        "Failed to commit transaction: Protocol changed since last commit: protocol changed",
+        E.PROTOCOL_CHANGED,
+        True,
+    ),
     ("SparkRuntimeException", None, "Metadata changed since last commit.", E.METADATA_CHANGED, True),
-    ("AnalysisException", None, "external error: External error: Delta transaction error: Failed to commit "
-     "transaction: 0", E.UNCLASSIFIED_CONFLICT, True),
-    ("SparkRuntimeException", None, "Failed to commit transaction: Domain metadata changed since last commit for "
-     "domain 'delta.clustering'.", E.UNCLASSIFIED_CONFLICT, True),
+    (
+        "AnalysisException",
+        None,
+        "external error: External error: Delta transaction error: Failed to commit transaction: 0",
+        E.UNCLASSIFIED_CONFLICT,
+        True,
+    ),
+    (
+        "SparkRuntimeException",
+        None,
+        "Failed to commit transaction: Domain metadata changed since last commit for domain 'delta.clustering'.",
+        E.UNCLASSIFIED_CONFLICT,
+        True,
+    ),
     # A log-listing failure under concurrent writers: not a conflict, and
     # not provably before the commit.
     ("SparkRuntimeException", None, "Missing commit file: expected version 0, found 8", E.NOT_A_CONFLICT, False),
-    ("IllegalArgumentException", None, "invalid argument: found SELEC at 0:5 expected something else, ';', "
-     "statement, or end of input", E.NOT_A_CONFLICT, True),
-    ("AnalysisException", None, "Table not found: [TABLE_OR_VIEW_NOT_FOUND] Table or view not found: nosuch",
-     E.NOT_A_CONFLICT, True),
-    ("SparkRuntimeException", None, "Log storage error: Generic S3 error: Error performing PUT "
-     "http://127.0.0.1:9000/dj/t/_delta_log/00000000000000000004.json - Server returned non-2xx status code: "
-     "500 Internal Server Error", E.NOT_A_CONFLICT, False),
+    (
+        "IllegalArgumentException",
+        None,
+        "invalid argument: found SELEC at 0:5 expected something else, ';', statement, or end of input",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
+    (
+        "AnalysisException",
+        None,
+        "Table not found: [TABLE_OR_VIEW_NOT_FOUND] Table or view not found: nosuch",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
+    (
+        "SparkRuntimeException",
+        None,
+        "Log storage error: Generic S3 error: Error performing PUT "
+        "http://127.0.0.1:9000/dj/t/_delta_log/00000000000000000004.json - Server returned non-2xx status code: "
+        "500 Internal Server Error",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
     ("UnsupportedOperationException", None, "not implemented: DESCRIBE HISTORY", E.UNSUPPORTED, True),
     # SELECT CAST(array(1) AS BIGINT) on Sail 0.7.2: a type error, not a
     # missing feature, whatever its words.
-    ("SparkRuntimeException", None, "This feature is not implemented: Unsupported CAST from List(non-null Int32) to "
-     "Int64", E.NOT_A_CONFLICT, False),
-    ("AnalysisException", "UNRESOLVED_COLUMN.WITH_SUGGESTION", "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
-     "variable, or function parameter with name `connection reset` cannot be resolved. Did you mean one of the "
-     "following? [`timeout`, `k`]", E.NOT_A_CONFLICT, True),
+    (
+        "SparkRuntimeException",
+        None,
+        "This feature is not implemented: Unsupported CAST from List(non-null Int32) to Int64",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
+    (
+        "AnalysisException",
+        "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, "
+        "variable, or function parameter with name `connection reset` cannot be resolved. Did you mean one of the "
+        "following? [`timeout`, `k`]",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
     # delta-spark / Spark.
-    ("ParseException", "PARSE_SYNTAX_ERROR", "[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. SQLSTATE: 42601",
-     E.NOT_A_CONFLICT, True),
-    ("AnalysisException", "TABLE_OR_VIEW_NOT_FOUND", "[TABLE_OR_VIEW_NOT_FOUND] The table or view `nosuch` cannot "
-     "be found. SQLSTATE: 42P01", E.NOT_A_CONFLICT, True),
-    ("UnknownException", "DELTA_POST_COMMIT_HOOK_FAILED", "(org.apache.spark.sql.delta.DeltaRuntimeException) "
-     "[DELTA_POST_COMMIT_HOOK_FAILED] Committing to the Delta table version 7 succeeded but error while executing "
-     "post-commit hook Generate Symlink Format Manifest", E.NOT_A_CONFLICT, False),
+    (
+        "ParseException",
+        "PARSE_SYNTAX_ERROR",
+        "[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. SQLSTATE: 42601",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
+    (
+        "AnalysisException",
+        "TABLE_OR_VIEW_NOT_FOUND",
+        "[TABLE_OR_VIEW_NOT_FOUND] The table or view `nosuch` cannot be found. SQLSTATE: 42P01",
+        E.NOT_A_CONFLICT,
+        True,
+    ),
+    (
+        "UnknownException",
+        "DELTA_POST_COMMIT_HOOK_FAILED",
+        "(org.apache.spark.sql.delta.DeltaRuntimeException) "
+        "[DELTA_POST_COMMIT_HOOK_FAILED] Committing to the Delta table version 7 succeeded but error while executing "
+        "post-commit hook Generate Symlink Format Manifest",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
     # Transport.
-    ("SparkConnectGrpcException", None, "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = "
-     "StatusCode.UNAVAILABLE\n\tdetails = \"Socket closed\"", E.NOT_A_CONFLICT, False),
-    ("SparkConnectGrpcException", None, "<_InactiveRpcError of RPC that terminated with:\n\tstatus = "
-     "StatusCode.DEADLINE_EXCEEDED\n\tdetails = \"Deadline Exceeded\"", E.TIMEOUT, False),
-    ("RetriesExceeded", "RETRIES_EXCEEDED", "[RETRIES_EXCEEDED] The maximum number of retries has been exceeded.",
-     E.NOT_A_CONFLICT, False),
+    (
+        "SparkConnectGrpcException",
+        None,
+        "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = "
+        'StatusCode.UNAVAILABLE\n\tdetails = "Socket closed"',
+        E.NOT_A_CONFLICT,
+        False,
+    ),
+    (
+        "SparkConnectGrpcException",
+        None,
+        "<_InactiveRpcError of RPC that terminated with:\n\tstatus = "
+        'StatusCode.DEADLINE_EXCEEDED\n\tdetails = "Deadline Exceeded"',
+        E.TIMEOUT,
+        False,
+    ),
+    (
+        "RetriesExceeded",
+        "RETRIES_EXCEEDED",
+        "[RETRIES_EXCEEDED] The maximum number of retries has been exceeded.",
+        E.NOT_A_CONFLICT,
+        False,
+    ),
     ("SparkException", None, "Job aborted due to stage failure: Connection reset by peer", E.NOT_A_CONFLICT, False),
     ("SparkRuntimeException", None, "an error nobody has seen before", E.NOT_A_CONFLICT, False),
 ]
@@ -862,6 +1047,7 @@ def test_condition_beats_wording():
 
 # --- raw
 
+
 def test_raw_is_typed_truncated_and_clean():
     c = classify_deltars_text("OSError", "\x1b[31m↳\x1b[0m " + "x" * 10_000)
     assert c.raw.startswith("OSError: ↳ xxx") and len(c.raw) <= RAW_LIMIT
@@ -875,7 +1061,10 @@ def test_raw_is_typed_truncated_and_clean():
     except RuntimeError as exc:
         c = classify_spark(exc)
     assert c.cls is E.NOT_A_CONFLICT and not c.definite
-    assert c.raw == "RuntimeError: worker gave up\n  caused by ConnectionResetError: Connection reset by peer (os error 104)"
+    assert (
+        c.raw
+        == "RuntimeError: worker gave up\n  caused by ConnectionResetError: Connection reset by peer (os error 104)"
+    )
     assert c.op_error().to_json() == {"class": "not-a-conflict", "claim": None, "raw": c.raw}
 
 
@@ -904,19 +1093,33 @@ def test_a_jvm_iterator_error_is_no_delta_conflict():
     conflict classes, and also what the JVM throws for a collection changed
     under its iterator: alone, it says nothing about a commit."""
     pytest.importorskip("google.rpc.error_details_pb2")
-    exc = _connect_error("java.util.ConcurrentModificationException", "(java.util.ConcurrentModificationException) "
-                         "null", None, sql_state=None,
-                         hierarchy=["java.util.ConcurrentModificationException", "java.lang.RuntimeException",
-                                    "java.lang.Exception", "java.lang.Throwable"])
+    exc = _connect_error(
+        "java.util.ConcurrentModificationException",
+        "(java.util.ConcurrentModificationException) null",
+        None,
+        sql_state=None,
+        hierarchy=[
+            "java.util.ConcurrentModificationException",
+            "java.lang.RuntimeException",
+            "java.lang.Exception",
+            "java.lang.Throwable",
+        ],
+    )
     c = classify_spark(exc)
     assert not c.cls.is_conflict and not c.definite, (c.cls, c.raw)
     # Delta's own base class still is one (an unclassified conflict).
-    exc = _connect_error("io.delta.exceptions.DeltaConcurrentModificationException",
-                         "(io.delta.exceptions.DeltaConcurrentModificationException) a concurrent commit", None)
+    exc = _connect_error(
+        "io.delta.exceptions.DeltaConcurrentModificationException",
+        "(io.delta.exceptions.DeltaConcurrentModificationException) a concurrent commit",
+        None,
+    )
     assert classify_spark(exc).cls is E.UNCLASSIFIED_CONFLICT
 
 
 def test_a_spark_unsupported_condition_is_unsupported():
-    c = classify_spark_text("AnalysisException", "[UNSUPPORTED_FEATURE.TABLE_OPERATION] The feature is not supported",
-                            condition="UNSUPPORTED_FEATURE.TABLE_OPERATION")
+    c = classify_spark_text(
+        "AnalysisException",
+        "[UNSUPPORTED_FEATURE.TABLE_OPERATION] The feature is not supported",
+        condition="UNSUPPORTED_FEATURE.TABLE_OPERATION",
+    )
     assert (c.cls, c.definite) == (E.UNSUPPORTED, True)

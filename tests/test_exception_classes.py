@@ -25,8 +25,9 @@ def _conflict(run: SynthRun, op_id: str, f: str, cls: str, value: dict | None = 
 
 
 def _findings(res) -> list[tuple[str, str | None, str]]:
-    return [(d["kind"], d["claim"], d["op"]) for d in res.stats.get("deviations", [])] or \
-        [(a.kind, a.claim, a.ops[0]) for a in res.anomalies]
+    return [(d["kind"], d["claim"], d["op"]) for d in res.stats.get("deviations", [])] or [
+        (a.kind, a.claim, a.ops[0]) for a in res.anomalies
+    ]
 
 
 def test_right_classes_are_no_finding() -> None:
@@ -59,21 +60,33 @@ def test_classes_the_log_rules_out_are_findings() -> None:
     _conflict(run, "1.4", "update", "ConcurrentDeleteReadException", {"where": "k = 1"}, t=60)  # nothing removed
     _conflict(run, "1.5", "append", "ProtocolChangedException", t=70)  # no protocol change, no create
     res = exception_classes.check(*run.build())
-    assert _findings(res) == [("wrong-conflict-class", "E3", "1.1"), ("wrong-conflict-class", "E4", "1.2"),
-                              ("wrong-conflict-class", "E5", "1.3"), ("wrong-conflict-class", "E2", "1.4"),
-                              ("wrong-conflict-class", "E6", "1.5")]
+    assert _findings(res) == [
+        ("wrong-conflict-class", "E3", "1.1"),
+        ("wrong-conflict-class", "E4", "1.2"),
+        ("wrong-conflict-class", "E5", "1.3"),
+        ("wrong-conflict-class", "E2", "1.4"),
+        ("wrong-conflict-class", "E6", "1.5"),
+    ]
 
 
 def test_the_same_classes_are_fine_where_the_log_allows_them() -> None:
     run = _run()
-    meta = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
-                         "schemaString": '{"type":"struct","fields":[]}', "partitionColumns": [],
-                         "configuration": {"x": "1"}}}
-    run.commit(removes=["f1.parquet"], extra_actions=[meta, {"protocol": {"minReaderVersion": 1,
-                                                                          "minWriterVersion": 3}}])
+    meta = {
+        "metaData": {
+            "id": "t",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": '{"type":"struct","fields":[]}',
+            "partitionColumns": [],
+            "configuration": {"x": "1"},
+        }
+    }
+    run.commit(
+        removes=["f1.parquet"], extra_actions=[meta, {"protocol": {"minReaderVersion": 1, "minWriterVersion": 3}}]
+    )
     _conflict(run, "1.2", "update", "MetadataChangedException", {"where": "k = 1"}, t=40)
-    _conflict(run, "1.3", "write", "ConcurrentTransactionException", {"ids": [5], "app_id": "a", "txn_version": 1},
-              t=50)
+    _conflict(
+        run, "1.3", "write", "ConcurrentTransactionException", {"ids": [5], "app_id": "a", "txn_version": 1}, t=50
+    )
     _conflict(run, "1.4", "update", "ConcurrentDeleteReadException", {"where": "k = 1"}, t=60)
     _conflict(run, "1.5", "append", "ProtocolChangedException", t=70)
     _conflict(run, "1.6", "delete", "ConcurrentDeleteDeleteException", {"where": "k = 1"}, t=80)
@@ -93,9 +106,26 @@ from tests.conftest import load_results, only_run_dir, run_cli  # noqa: E402
 @pytest.mark.integration
 @pytest.mark.parametrize("strict", [False, True])
 def test_sail_unclassified_conflicts_are_findings_and_strict_fails_the_run(results_dir, strict: bool) -> None:
-    args = ["run", "--workload", "bank", "--engine", "sail", "--storage", "local", "--nodes", "1",
-            "--concurrency", "4", "--time-limit", "6", "--seed", "7", "--results-dir", str(results_dir),
-            "--no-progress"]
+    args = [
+        "run",
+        "--workload",
+        "bank",
+        "--engine",
+        "sail",
+        "--storage",
+        "local",
+        "--nodes",
+        "1",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--seed",
+        "7",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    ]
     res = run_cli(*args, *(["--strict-exceptions"] if strict else []))
     run = only_run_dir(results_dir)
     doc = load_results(run)

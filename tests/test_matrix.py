@@ -26,13 +26,30 @@ def test_supported_says_which_ops_the_engine_could_not_run() -> None:
 
 @pytest.mark.integration
 def test_matrix_runs_every_cell_and_writes_the_table(tmp_path: Path) -> None:
-    res = run_cli("matrix", "--workloads", "register", "--engines", "delta-rs", "--time-limit", "2",
-                  "--concurrency", "2", "--storage", "local", "--jobs", "2", "--results-dir", str(tmp_path))
+    res = run_cli(
+        "matrix",
+        "--workloads",
+        "register",
+        "--engines",
+        "delta-rs",
+        "--time-limit",
+        "2",
+        "--concurrency",
+        "2",
+        "--storage",
+        "local",
+        "--jobs",
+        "2",
+        "--results-dir",
+        str(tmp_path),
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     [root] = (tmp_path / "matrix").iterdir()
     cells = json.loads((root / "matrix.json").read_text())
     assert [(c["workload"], c["engine"], c["isolation"]) for c in cells] == [
-        ("register", "delta-rs", "Serializable"), ("register", "delta-rs", "WriteSerializable")]
+        ("register", "delta-rs", "Serializable"),
+        ("register", "delta-rs", "WriteSerializable"),
+    ]
     assert all(c["verdict"] == "VALID" and c["supported"] == "yes" and c["ops_per_s"] > 0 for c in cells)
     table = (root / "matrix.md").read_text()
     assert "| register | delta-rs | Serializable | yes | VALID |" in table
@@ -48,10 +65,31 @@ def test_matrix_rejects_unknown_names() -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupting_the_matrix_stops_its_cells(sig: int, tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "matrix", "--workloads", "append", "--engines", "delta-rs",
-         "--isolation", "Serializable", "--time-limit", "120", "--concurrency", "2", "--storage", "s3",
-         "--results-dir", str(tmp_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "matrix",
+            "--workloads",
+            "append",
+            "--engines",
+            "delta-rs",
+            "--isolation",
+            "Serializable",
+            "--time-limit",
+            "120",
+            "--concurrency",
+            "2",
+            "--storage",
+            "s3",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

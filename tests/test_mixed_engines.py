@@ -13,8 +13,22 @@ from tests.conftest import load_results, only_run_dir, run_cli
 
 @pytest.mark.integration
 def test_sail_and_delta_rs_append_to_one_table(results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "append", "--engine", "sail,delta-rs", "--storage", "local",
-                  "--concurrency", "4", "--time-limit", "5", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "append",
+        "--engine",
+        "sail,delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "5",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     run_dir = only_run_dir(results_dir)
     assert run_dir.parent.name == "append-sail+delta-rs"
@@ -51,14 +65,24 @@ def test_a_commit_without_a_level_is_judged_by_its_own_engines_default(tmp_path:
     uri = str(tmp_path / "t")
     DeltaTable.create(uri, schema)  # no delta.isolationLevel
     for k, op in ((1, "a"), (2, "b")):
-        write_deltalake(uri, pa.Table.from_pylist([{"k": k, "writer": op, "prev_writer": None}], schema=schema),
-                        mode="append", commit_properties=CommitProperties(custom_metadata={"dj.op": op}))
+        write_deltalake(
+            uri,
+            pa.Table.from_pylist([{"k": k, "writer": op, "prev_writer": None}], schema=schema),
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata={"dj.op": op}),
+        )
     run = SynthRun()
-    run.invoke("setup.1", "create-table", {"default_isolation": "WriteSerializable",
-                                            "node_engines": {"n1": "sail", "n2": "delta-rs"},
-                                            "default_isolation_by_engine": {"sail": "WriteSerializable",
-                                                                            "delta-rs": "Serializable"}},
-               time=0, process="setup")
+    run.invoke(
+        "setup.1",
+        "create-table",
+        {
+            "default_isolation": "WriteSerializable",
+            "node_engines": {"n1": "sail", "n2": "delta-rs"},
+            "default_isolation_by_engine": {"sail": "WriteSerializable", "delta-rs": "Serializable"},
+        },
+        time=0,
+        process="setup",
+    )
     run.complete("setup.1", "ok", time=1)
     for n, (op, node) in enumerate((("a", "n1"), ("b", "n2"))):
         run.invoke(op, "append", {}, time=10 + 10 * n, process=n)
@@ -75,18 +99,38 @@ ENGINE_INFO_PREFIX = {"delta-spark": "Apache-Spark/", "delta-rs": "delta-rs:", "
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("storage, protocol", [
-    ("local", "HDFSLogStore"),
-    ("s3", "S3SingleDriverLogStore"),
-])
+@pytest.mark.parametrize(
+    "storage, protocol",
+    [
+        ("local", "HDFSLogStore"),
+        ("s3", "S3SingleDriverLogStore"),
+    ],
+)
 def test_delta_spark_delta_rs_and_sail_append_to_one_table(storage: str, protocol: str, results_dir: Path) -> None:
     """All three engines as clients of one table, delta-spark first (it
     creates the table). Seed 7: slot 0, on delta-spark's node, starts with
     appends, so delta-spark commits workload ops even on a slow machine."""
     engines = ("delta-spark", "delta-rs", "sail")
-    res = run_cli("run", "--workload", "append", "--engine", ",".join(engines), "--nodes", "3",
-                  "--storage", storage, "--concurrency", "3", "--time-limit", "8", "--seed", "7",
-                  "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "append",
+        "--engine",
+        ",".join(engines),
+        "--nodes",
+        "3",
+        "--storage",
+        storage,
+        "--concurrency",
+        "3",
+        "--time-limit",
+        "8",
+        "--seed",
+        "7",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: invalid, judged below
     run_dir = only_run_dir(results_dir)
     assert run_dir.parent.name == "append-delta-spark+delta-rs+sail"
@@ -145,8 +189,12 @@ def _xfail_commits_replaced_by_delta_spark(doc: dict, spec: dict, log, events: l
         for v in a["versions"]:
             info = str((log.commits[v].commit_info or {}).get("engineInfo", ""))
             assert info.startswith(ENGINE_INFO_PREFIX["delta-spark"]), (op, v, info)
-        evidence.append(f"op {op} ({node_engine[op_node[op]]})" + (f", told version {a['versions'][0]}, now "
-                                                                   f"delta-spark's" if a["versions"] else ""))
-    pytest.xfail(f"deviation (spec C7, C11), delta-spark {spec['versions'].get('delta-spark', '')} with "
-                 f"S3SingleDriverLogStore beside put-if-absent writers on S3: {len(lost)} acknowledged append(s) "
-                 f"replaced by delta-spark's commit PUT: {'; '.join(evidence)}")
+        evidence.append(
+            f"op {op} ({node_engine[op_node[op]]})"
+            + (f", told version {a['versions'][0]}, now delta-spark's" if a["versions"] else "")
+        )
+    pytest.xfail(
+        f"deviation (spec C7, C11), delta-spark {spec['versions'].get('delta-spark', '')} with "
+        f"S3SingleDriverLogStore beside put-if-absent writers on S3: {len(lost)} acknowledged append(s) "
+        f"replaced by delta-spark's commit PUT: {'; '.join(evidence)}"
+    )

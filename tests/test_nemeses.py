@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from checkers import atomicity
-from harness.core.history import FAIL, INFO, INVOKE, OK
 from harness.core.errors import HarnessError
+from harness.core.history import FAIL, INFO, INVOKE, OK
 from nemeses import NEMESIS_NAMES, PROXY_NEMESES, make_nemeses, parse_nemeses
 from nemeses.base import ClientProc, Nemesis, NemesisContext, NemesisError
 from nemeses.clock import ClockNemesis, libfaketime
@@ -61,8 +61,11 @@ class FakeCluster:
         return ["n1", "n2"]
 
     def clients(self) -> list[ClientProc]:
-        return [ClientProc(p, self.node_of[p % 2], proc.pid) for p, proc in sorted(self.procs.items())
-                if proc.poll() is None]
+        return [
+            ClientProc(p, self.node_of[p % 2], proc.pid)
+            for p, proc in sorted(self.procs.items())
+            if proc.poll() is None
+        ]
 
     def crash_client(self, process: int) -> bool:
         proc = self.procs.get(process)
@@ -176,7 +179,7 @@ def pairs(events: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
     by its own completion before anything else of the nemesis happens."""
     out = []
     assert len(events) % 2 == 0, events
-    for inv, done in zip(events[::2], events[1::2]):
+    for inv, done in zip(events[::2], events[1::2], strict=True):
         assert inv["type"] == INVOKE and done["type"] in (OK, INFO), (inv, done)
         assert inv["id"] == done["id"] and inv["f"] == done["f"] and inv["process"] == "nemesis"
         out.append((inv["f"], done["type"], done.get("value")))
@@ -187,8 +190,17 @@ def pairs(events: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
 
 
 def test_registry_lists_every_family() -> None:
-    assert set(NEMESIS_NAMES) == {"none", "kill", "pause", "clock", "partition", "s3-errors", "latency",
-                                  "ambiguous", "unsafe-put"}
+    assert set(NEMESIS_NAMES) == {
+        "none",
+        "kill",
+        "pause",
+        "clock",
+        "partition",
+        "s3-errors",
+        "latency",
+        "ambiguous",
+        "unsafe-put",
+    }
     assert parse_nemeses("kill, pause,kill,none") == ["kill", "pause"]
     assert parse_nemeses(None) == []
     with pytest.raises(HarnessError, match="unknown nemesis 'flood'; valid: none, kill"):
@@ -200,12 +212,33 @@ def test_cli_rejects_bad_nemesis_setups(tmp_path: Path) -> None:
     res = run_cli("run", "--nemesis", "kill,flood", "--results-dir", str(tmp_path), "--no-progress")
     assert res.returncode == 2 and "unknown nemesis 'flood'; valid:" in res.stderr
     assert "unsafe-put" in res.stderr
-    res = run_cli("run", "--engine", "delta-rs", "--storage", "local", "--nemesis", "kill,partition",
-                  "--results-dir", str(tmp_path), "--no-progress")
+    res = run_cli(
+        "run",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--nemesis",
+        "kill,partition",
+        "--results-dir",
+        str(tmp_path),
+        "--no-progress",
+    )
     assert res.returncode == 2, res.stderr
     assert res.stderr.strip().count("\n") == 0 and "'partition' needs S3 storage" in res.stderr
-    res = run_cli("run", "--engine", "delta-rs", "--storage", "local", "--nemesis", "clock",
-                  "--results-dir", str(tmp_path), "--no-progress", env={"DJ_LIBFAKETIME": str(tmp_path / "nope.so")})
+    res = run_cli(
+        "run",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--nemesis",
+        "clock",
+        "--results-dir",
+        str(tmp_path),
+        "--no-progress",
+        env={"DJ_LIBFAKETIME": str(tmp_path / "nope.so")},
+    )
     assert res.returncode == 2 and "Debian package: faketime" in res.stderr, res.stderr
     res = run_cli("run", "--nemesis-interval", "0", "--results-dir", str(tmp_path), "--no-progress")
     assert res.returncode == 2 and "must be > 0" in res.stderr
@@ -223,9 +256,10 @@ def test_schedule_records_paired_start_stop_events_in_order_and_heals(cluster: F
     faults = ops[:-1]
     assert len(faults) >= 6, ops
     # Alternation: start-X is followed by stop-X before any other start.
-    for (f1, t1, _), (f2, _, _) in zip(faults[::2], faults[1::2]):
+    # A fault in effect when the schedule ended has its start only (heal stopped it).
+    for (f1, t1, _), (f2, _, _) in zip(faults[::2], faults[1::2], strict=False):
         assert f1.startswith("start-") and t1 == OK
-        assert f2 == "stop-" + f1[len("start-"):]
+        assert f2 == "stop-" + f1[len("start-") :]
     assert {f for f, _, _ in faults} >= {"start-kill", "start-pause", "start-unsafe-put"}
     # Healed: no process left stopped, no proxy rule left, the server runs.
     for p in [*cluster.procs.values(), cluster.server]:
@@ -269,8 +303,11 @@ def test_schedule_is_deterministic_for_a_seed() -> None:
     assert shapes[0][:n] == shapes[1][:n]
     c = FakeCluster(with_server=True)
     try:
-        other = _shape(pairs(run_schedule([KillNemesis(), PauseNemesis(), PartitionNemesis()],
-                                          ctx_for(c, seed=43), 1.3).events)[:-1])
+        other = _shape(
+            pairs(run_schedule([KillNemesis(), PauseNemesis(), PartitionNemesis()], ctx_for(c, seed=43), 1.3).events)[
+                :-1
+            ]
+        )
     finally:
         c.close()
     assert other[:n] != shapes[0][:n]  # the seed is what fixes it
@@ -288,7 +325,12 @@ def test_heal_stops_the_fault_in_effect_and_continues_paused_processes(cluster: 
         assert time.monotonic() < deadline
         time.sleep(0.01)
     pid = next(e["value"]["pid"] for e in rec.events if e["f"] == "start-pause" and e["type"] == OK)
+    # SIGSTOP takes effect when the kernel next schedules the target: on a
+    # loaded machine the state lags the signal by a moment (seen: "running").
+    while _state(pid) != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert _state(pid) == psutil.STATUS_STOPPED
+    assert not any(e["f"] == "stop-pause" for e in rec.events), "the fault ended before the check"
     sched.stop_and_heal()  # in the middle of the fault
     assert _state(pid) != psutil.STATUS_STOPPED
     fs = [f for f, _, _ in pairs(rec.events)]
@@ -378,8 +420,13 @@ def test_clock_skews_a_node_through_libfaketime(cluster: FakeCluster, monkeypatc
             assert cluster.restarts[-1] == ("n1", None)  # restarted without the skew
     assert seen == {"n1", "n2"}
     # The skew really moves the wall clock of a process started with it.
-    out = subprocess.run(["date", "+%s"], env={**os.environ, **{k: v for k, v in env.items()}, "FAKETIME": "+7200"},
-                         capture_output=True, text=True, timeout=10)
+    out = subprocess.run(
+        ["date", "+%s"],
+        env={**os.environ, **{k: v for k, v in env.items()}, "FAKETIME": "+7200"},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert abs(int(out.stdout) - time.time() - 7200) < 60
 
 
@@ -452,10 +499,16 @@ def _watch(proc: subprocess.Popen, stop: threading.Event, seen: set[int]) -> Non
         stop.wait(0.2)
 
 
-def nemesis_run(results_dir: Path, *args: str, timeout: float = 400,
-                interrupt_after: float | None = None) -> tuple[int, str, Path, set[int]]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", *args, "--results-dir", str(results_dir),
-                             "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def nemesis_run(
+    results_dir: Path, *args: str, timeout: float = 400, interrupt_after: float | None = None
+) -> tuple[int, str, Path, set[int]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", *args, "--results-dir", str(results_dir), "--no-progress"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: set[int] = set()
     stop = threading.Event()
     t = threading.Thread(target=_watch, args=(proc, stop, seen), daemon=True)
@@ -483,7 +536,7 @@ def nemesis_ops(run_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     nem = [e for e in events if e["process"] == "nemesis"]
     assert len(nem) % 2 == 0
     out = []
-    for inv, done in zip(nem[::2], nem[1::2]):
+    for inv, done in zip(nem[::2], nem[1::2], strict=True):
         assert inv["type"] == INVOKE and inv["id"] == done["id"] and inv["f"] == done["f"], (inv, done)
         out.append((inv, done))
     return out
@@ -496,8 +549,8 @@ def assert_sound_run(code: int, output: str, run_dir: Path, concurrency: int = 4
     ops = nemesis_ops(run_dir)
     fs = [inv["f"] for inv, _ in ops]
     assert fs and fs[-1] == "heal", fs
-    started = [inv["f"][len("start-"):] for inv, done in ops if inv["f"].startswith("start-") and done["type"] == OK]
-    stopped = [inv["f"][len("stop-"):] for inv, done in ops if inv["f"].startswith("stop-")]
+    started = [inv["f"][len("start-") :] for inv, done in ops if inv["f"].startswith("start-") and done["type"] == OK]
+    stopped = [inv["f"][len("stop-") :] for inv, done in ops if inv["f"].startswith("stop-")]
     assert started and started == stopped, fs
     doc = load_results(run_dir)
     h = doc["history"]
@@ -506,8 +559,11 @@ def assert_sound_run(code: int, output: str, run_dir: Path, concurrency: int = 4
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     client = [e for e in events if isinstance(e["process"], int)]
     done = [e for e in client if e["type"] != INVOKE]
-    assert h["ok"] + h["fail"] + h["info"] == len(done) == h["ops"] - sum(
-        1 for e in client if e["type"] == INVOKE and e["id"] not in {d["id"] for d in done})
+    assert (
+        h["ok"] + h["fail"] + h["info"]
+        == len(done)
+        == h["ops"] - sum(1 for e in client if e["type"] == INVOKE and e["id"] not in {d["id"] for d in done})
+    )
     assert {e["process"] % concurrency for e in done} == set(range(concurrency))
     # The final phase ran after the heal: final reads come later in the history.
     heal_index = next(done["index"] for inv, done in ops if inv["f"] == "heal")
@@ -519,22 +575,36 @@ def assert_sound_run(code: int, output: str, run_dir: Path, concurrency: int = 4
     return doc
 
 
-COMMON = ("--workload", "append", "--concurrency", "4", "--time-limit", "10", "--nemesis-interval", "2.5",
-          "--op-timeout", "15")
+COMMON = (
+    "--workload",
+    "append",
+    "--concurrency",
+    "4",
+    "--time-limit",
+    "10",
+    "--nemesis-interval",
+    "2.5",
+    "--op-timeout",
+    "15",
+)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("engine, storage, nemesis", [
-    ("delta-rs", "s3", "kill,pause"),
-    ("delta-rs", "s3", "s3-errors,latency,ambiguous,partition"),
-    ("delta-rs", "s3", "clock"),
-    ("sail", "s3", "kill,pause"),
-])
+@pytest.mark.parametrize(
+    "engine, storage, nemesis",
+    [
+        ("delta-rs", "s3", "kill,pause"),
+        ("delta-rs", "s3", "s3-errors,latency,ambiguous,partition"),
+        ("delta-rs", "s3", "clock"),
+        ("sail", "s3", "kill,pause"),
+    ],
+)
 def test_real_run_per_fault_family(engine: str, storage: str, nemesis: str, results_dir: Path) -> None:
     if "clock" in nemesis and libfaketime() is None:
         pytest.skip("libfaketime not installed (Debian package faketime; run .ci/setup-debian)")
-    code, out, run_dir, _ = nemesis_run(results_dir, "--engine", engine, "--storage", storage, "--nemesis", nemesis,
-                                        "--seed", "11", *COMMON)
+    code, out, run_dir, _ = nemesis_run(
+        results_dir, "--engine", engine, "--storage", storage, "--nemesis", nemesis, "--seed", "11", *COMMON
+    )
     doc = assert_sound_run(code, out, run_dir)
     started = doc["history"]["nemesis"]["started"]
     assert set(started) <= set(nemesis.split(","))
@@ -556,12 +626,15 @@ def _assert_killed_nodes_came_back(run_dir: Path) -> None:
         if inv["f"] != "start-kill" or done["type"] != OK or done["value"]["target"] != "node":
             continue
         node = done["value"]["node"]
-        stop = next(d for inv2, d in ops[i + 1:] if inv2["f"] in ("stop-kill", "heal"))
+        stop = next(d for inv2, d in ops[i + 1 :] if inv2["f"] in ("stop-kill", "heal"))
         restart = stop["value"] if stop["f"] == "stop-kill" else stop["value"]["kill"]["restarted"][node]
         assert restart["restarted"] is True and restart["pid"] != done["value"]["pid"]
         assert Path(restart["log"]).is_file() and ".r" in Path(restart["log"]).name
-        after = [e for e in events if isinstance(e["process"], int) and e["node"] == node and e["type"] == OK
-                 and e["index"] > stop["index"]]
+        after = [
+            e
+            for e in events
+            if isinstance(e["process"], int) and e["node"] == node and e["type"] == OK and e["index"] > stop["index"]
+        ]
         assert after, f"no op completed on {node} after its server was restarted"
 
 
@@ -584,8 +657,16 @@ DELTA_SPARK_RUNS: dict[str, tuple[str, ...]] = {
     # applied, their answers lost), a partition of n1, in that order, one
     # every 6 s (targets are whole nodes: a JVM holds one storage identity).
     # Ambiguous comes third, when both clients commit at their steady pace.
-    "s3-errors,latency,ambiguous,partition": ("--seed", "4", "--nemesis-interval", "6", "--time-limit", "26",
-                                              "--op-timeout", "15"),
+    "s3-errors,latency,ambiguous,partition": (
+        "--seed",
+        "4",
+        "--nemesis-interval",
+        "6",
+        "--time-limit",
+        "26",
+        "--op-timeout",
+        "15",
+    ),
     # One skew: a node's JVM restarted under libfaketime at 6 s, restarted
     # without it 6 s after it listens (or by the heal at 30 s).
     "clock": ("--seed", "11", "--nemesis-interval", "12", "--time-limit", "30", "--op-timeout", "30"),
@@ -597,16 +678,31 @@ DELTA_SPARK_RUNS: dict[str, tuple[str, ...]] = {
 def test_real_run_per_fault_family_on_delta_spark(nemesis: str, results_dir: Path) -> None:
     if "clock" in nemesis and libfaketime() is None:
         pytest.skip("libfaketime not installed (Debian package faketime; run .ci/setup-debian)")
-    code, out, run_dir, _ = nemesis_run(results_dir, "--engine", "delta-spark", "--storage", "s3", "--nemesis", nemesis,
-                                        "--workload", "append", "--concurrency", "2", *DELTA_SPARK_RUNS[nemesis])
+    code, out, run_dir, _ = nemesis_run(
+        results_dir,
+        "--engine",
+        "delta-spark",
+        "--storage",
+        "s3",
+        "--nemesis",
+        nemesis,
+        "--workload",
+        "append",
+        "--concurrency",
+        "2",
+        *DELTA_SPARK_RUNS[nemesis],
+    )
     doc = assert_sound_run(code, out, run_dir, concurrency=2)
     started = doc["history"]["nemesis"]["started"]
     assert set(started) <= set(nemesis.split(","))
     spec = json.loads((run_dir / "spec.json").read_text())
     assert [n["engine"] for n in spec["nodes"]] == ["delta-spark", "delta-spark"]
     ops = nemesis_ops(run_dir)
-    applied = [(inv["f"][len("start-"):], done["value"]) for inv, done in ops
-               if inv["f"].startswith("start-") and done["type"] == OK]
+    applied = [
+        (inv["f"][len("start-") :], done["value"])
+        for inv, done in ops
+        if inv["f"].startswith("start-") and done["type"] == OK
+    ]
     if "kill" in nemesis:
         # The seed's first fault: a JVM killed, then started again and used.
         assert any(f == "kill" and v["target"] == "node" for f, v in applied), applied
@@ -622,10 +718,11 @@ def test_real_run_per_fault_family_on_delta_spark(nemesis: str, results_dir: Pat
     assert_only_known_findings(doc, run_dir, "delta-spark")
 
 
-
-
-SPARK_STARTED = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}) INFO SparkConnectServer: "
-                           r"Spark Connect server started at", re.M)
+SPARK_STARTED = re.compile(
+    r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}) INFO SparkConnectServer: "
+    r"Spark Connect server started at",
+    re.M,
+)
 
 
 def _assert_jvm_restarts_ran_on_the_skewed_clock(run_dir: Path) -> None:
@@ -658,8 +755,23 @@ def test_sigint_during_a_pause_continues_and_stops_everything(results_dir: Path)
     """Ctrl-C in the middle of the run: exit 130, the partial history
     checked, nothing left behind (and so nothing left SIGSTOPped)."""
     code, out, run_dir, seen = nemesis_run(
-        results_dir, "--engine", "delta-rs", "--storage", "s3", "--nemesis", "pause", "--nemesis-interval", "1",
-        "--workload", "append", "--concurrency", "2", "--time-limit", "60", interrupt_after=22)
+        results_dir,
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "s3",
+        "--nemesis",
+        "pause",
+        "--nemesis-interval",
+        "1",
+        "--workload",
+        "append",
+        "--concurrency",
+        "2",
+        "--time-limit",
+        "60",
+        interrupt_after=22,
+    )
     assert code == 130, out
     fs = [inv["f"] for inv, _ in nemesis_ops(run_dir)]
     assert "start-pause" in fs and fs[-1] == "heal", fs
@@ -671,9 +783,25 @@ def test_unsafe_put(engine: str, results_dir: Path) -> None:
     """Commit PUTs without If-None-Match: an engine that relies on
     put-if-absent alone lets a writer overwrite another's commit, and the
     durability checker must report the acknowledged write lost (spec C7)."""
-    code, out, run_dir, _ = nemesis_run(results_dir, "--engine", engine, "--storage", "s3", "--nemesis",
-                                        "unsafe-put", "--seed", "5", "--workload", "append", "--concurrency", "4",
-                                        "--time-limit", "15", "--nemesis-interval", "2")
+    code, out, run_dir, _ = nemesis_run(
+        results_dir,
+        "--engine",
+        engine,
+        "--storage",
+        "s3",
+        "--nemesis",
+        "unsafe-put",
+        "--seed",
+        "5",
+        "--workload",
+        "append",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "15",
+        "--nemesis-interval",
+        "2",
+    )
     doc = assert_sound_run(code, out, run_dir)
     stats = json.loads((run_dir / "logs" / "s3proxy-stats.json").read_text())
     stripped = stats["faults"].get("strip-if-none-match", 0)
@@ -694,12 +822,19 @@ def test_unsafe_put(engine: str, results_dir: Path) -> None:
 def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path: Path) -> None:
     """The guard the real fault runs use: faults that keep put-if-absent
     explain nothing, and the one known finding needs its JVM evidence."""
+
     def doc(*kinds: str) -> dict[str, Any]:
-        return {"checkers": [{"checker": "durability", "anomalies": [
-            {"kind": k, "claim": "C7", "explanation": f"a {k}"} for k in kinds]}]}
+        return {
+            "checkers": [
+                {
+                    "checker": "durability",
+                    "anomalies": [{"kind": k, "claim": "C7", "explanation": f"a {k}"} for k in kinds],
+                }
+            ]
+        }
 
     (tmp_path / "logs").mkdir()
-    assert_only_known_findings(doc(), tmp_path, "delta-rs") is None
+    assert assert_only_known_findings(doc(), tmp_path, "delta-rs") is None
     for kinds in (("stale-read",), ("lost-write",), ("duplicate-row",), ("failed-but-committed",)):
         with pytest.raises(AssertionError, match="no fault explains"):
             assert_only_known_findings(doc(*kinds), tmp_path, "delta-rs")
@@ -709,7 +844,8 @@ def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path
     # With them it is the named finding (xfail), consequences included.
     for jvm in ("n1", "n2"):
         (tmp_path / "logs" / f"delta-spark-{jvm}.log").write_text(
-            "INFO DeltaLog: Committed delta #7 to s3a://dj/t/_delta_log\n")
+            "INFO DeltaLog: Committed delta #7 to s3a://dj/t/_delta_log\n"
+        )
     with pytest.raises(pytest.xfail.Exception, match="C7, C11"):
         assert_only_known_findings(doc("lost-write", "stale-read"), tmp_path, "delta-spark")
     # A kind no lost write drags along is never excused by it.

@@ -45,14 +45,31 @@ def _exit_2_one_line(res, needle: str) -> None:
         (["--engine", "spark-connect", "--spark-remote", "sc://h:1/path"], "bad URL"),
         (["--engine", "spark-connect", "--spark-remote", "sc://h:1/;token=secret"], "SPARK_CONNECT_AUTHENTICATE_TOKEN"),
         (["--engine", "spark-connect"], "--engine spark-connect needs --spark-remote"),
-        (["--engine", "delta-rs", "--spark-remote", "sc://127.0.0.1:15002"], "--spark-remote is for --engine "
-         "spark-connect"),
-        (["--engine", "spark-connect", "--spark-remote", "sc://127.0.0.1:15002", "--storage", "s3"],
-         "cannot use --storage s3"),
-        (["--engine", "spark-connect", "--spark-remote", "sc://127.0.0.1:15002", "--nemesis", "clock"],
-         "--nemesis clock cannot skew a spark-connect node"),
-        (["--engine", "spark-connect", "--spark-remote", "sc://127.0.0.1:15002", "--storage", "external-s3",
-          "--nemesis", "partition"], "cannot act on spark-connect"),
+        (
+            ["--engine", "delta-rs", "--spark-remote", "sc://127.0.0.1:15002"],
+            "--spark-remote is for --engine spark-connect",
+        ),
+        (
+            ["--engine", "spark-connect", "--spark-remote", "sc://127.0.0.1:15002", "--storage", "s3"],
+            "cannot use --storage s3",
+        ),
+        (
+            ["--engine", "spark-connect", "--spark-remote", "sc://127.0.0.1:15002", "--nemesis", "clock"],
+            "--nemesis clock cannot skew a spark-connect node",
+        ),
+        (
+            [
+                "--engine",
+                "spark-connect",
+                "--spark-remote",
+                "sc://127.0.0.1:15002",
+                "--storage",
+                "external-s3",
+                "--nemesis",
+                "partition",
+            ],
+            "cannot act on spark-connect",
+        ),
     ],
 )
 def test_bad_remote_input_is_one_line_exit_2(args: list[str], needle: str, results_dir: Path) -> None:
@@ -65,8 +82,22 @@ def test_bad_remote_input_is_one_line_exit_2(args: list[str], needle: str, resul
 
 def test_an_unreachable_remote_is_exit_2_before_any_worker(results_dir: Path) -> None:
     url = f"sc://127.0.0.1:{_closed_port()}"
-    res = run_cli("run", "--engine", "spark-connect", "--spark-remote", url, "--storage", "local",
-                  "--time-limit", "1", "--results-dir", str(results_dir), "--no-progress", timeout=60, env=NO_ENV)
+    res = run_cli(
+        "run",
+        "--engine",
+        "spark-connect",
+        "--spark-remote",
+        url,
+        "--storage",
+        "local",
+        "--time-limit",
+        "1",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+        timeout=60,
+        env=NO_ENV,
+    )
     _exit_2_one_line(res, f"spark-connect: cannot reach {url}: ")
     assert not list(results_dir.glob("*/*/logs/worker-*.log"))
 
@@ -93,7 +124,10 @@ def test_nodes_take_the_remotes_round_robin_and_nothing_is_started(tmp_path: Pat
         storage = LocalStorage(tmp_path / "tables")
         nodes = engine.start_nodes(3, storage, tmp_path / "logs", timeout=5, first=4)
         assert [(n.name, n.url, n.pid) for n in nodes] == [
-            ("n4", urls[0], None), ("n5", urls[1], None), ("n6", urls[0], None)]
+            ("n4", urls[0], None),
+            ("n5", urls[1], None),
+            ("n6", urls[0], None),
+        ]
         assert engine.server("n4") is None  # kill/pause find no server process: they act on clients only
         with pytest.raises(HarnessError, match="not the harness's to restart"):
             engine.restart_node(nodes[0], storage, tmp_path / "logs", 5)
@@ -117,14 +151,18 @@ def test_make_engine_without_remotes_and_refused_storage() -> None:
     with pytest.raises(HarnessError, match="needs --spark-remote"):
         make_engine("spark-connect")
     assert parse_remotes(" sc://a:1 , sc://b.example:15002/;use_ssl=true;user_id=dj ") == [
-        "sc://a:1", "sc://b.example:15002/;use_ssl=true;user_id=dj"]
+        "sc://a:1",
+        "sc://b.example:15002/;use_ssl=true;user_id=dj",
+    ]
     with pytest.raises(HarnessError, match="session_id"):
         parse_remotes("sc://a:1/;session_id=x")
     assert check_nemeses(("delta-rs",), ["clock"], frozenset(), False) == []
     assert "client workers only" in check_nemeses(("spark-connect",), ["kill"], frozenset(), False)[0]
     # Mixed: the proxy's faults still reach the other engine's clients.
-    assert "other engines' clients" in check_nemeses(("spark-connect", "delta-rs"), ["partition"],
-                                                     frozenset({"partition"}), True)[0]
+    assert (
+        "other engines' clients"
+        in check_nemeses(("spark-connect", "delta-rs"), ["partition"], frozenset({"partition"}), True)[0]
+    )
 
 
 def test_the_repro_command_names_the_remote() -> None:
@@ -169,13 +207,36 @@ def remote_node(tmp_path_factory):
 def test_a_run_drives_a_remote_server_and_leaves_it_running(remote_node, results_dir: Path) -> None:
     before = _connect_servers(psutil.process_iter())
     assert remote_node.pid in before
-    args = ["run", "--workload", "append", "--engine", "spark-connect", "--spark-remote", remote_node.url,
-            "--storage", "local", "--time-limit", "5", "--concurrency", "2", "--results-dir", str(results_dir),
-            "--no-progress", "--seed", "2"]  # seed 2: both slots begin with an append, even on a cold JVM
+    args = [
+        "run",
+        "--workload",
+        "append",
+        "--engine",
+        "spark-connect",
+        "--spark-remote",
+        remote_node.url,
+        "--storage",
+        "local",
+        "--time-limit",
+        "5",
+        "--concurrency",
+        "2",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+        "--seed",
+        "2",
+    ]  # seed 2: both slots begin with an append, even on a cold JVM
     # The run's own descendants, sampled while it runs: another test (or
     # person) on this machine may start JVMs of their own meanwhile.
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **NO_ENV})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **NO_ENV},
+    )
     seen: set[int] = set()
     done = threading.Event()
 
@@ -200,8 +261,7 @@ def test_a_run_drives_a_remote_server_and_leaves_it_running(remote_node, results
     run_dir = only_run_dir(results_dir)
     assert load_results(run_dir)["verdict"] == "valid"
     spec = json.loads((run_dir / "spec.json").read_text())
-    assert [(n["engine"], n["url"], n["pid"]) for n in spec["nodes"]] == [
-        ("spark-connect", remote_node.url, None)] * 2
+    assert [(n["engine"], n["url"], n["pid"]) for n in spec["nodes"]] == [("spark-connect", remote_node.url, None)] * 2
     assert "remote cluster" in spec["commit_protocols"]["spark-connect"]
     assert f"--spark-remote {remote_node.url}" in spec["repro"]
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]

@@ -38,8 +38,19 @@ pytestmark = pytest.mark.integration
 )
 def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results_dir: Path) -> None:
     res = run_cli(
-        "run", "--engine", engine, "--storage", storage, "--concurrency", "4", "--time-limit", "6",
-        "--results-dir", str(results_dir), "--no-progress", *extra,
+        "run",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+        *extra,
     )
     if engine == "delta-spark" and storage == "s3" and "2" in extra and res.returncode == 1:
         run_dir = only_run_dir(results_dir)
@@ -52,8 +63,13 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
     assert doc["history"]["ok"] > 0
     assert doc["log"]["latest_version"] >= 1
     assert {c["checker"]: c["verdict"] for c in doc["checkers"]} == {
-        "log-sanity": "valid", "durability": "valid", "atomicity": "valid",
-        "duplicates": "valid", "read-validity": "valid", "serializability": "valid", "exception-classes": "valid",
+        "log-sanity": "valid",
+        "durability": "valid",
+        "atomicity": "valid",
+        "duplicates": "valid",
+        "read-validity": "valid",
+        "serializability": "valid",
+        "exception-classes": "valid",
     }
     # The run folder has what a re-run and a re-check need, and no secret.
     spec = json.loads((run_dir / "spec.json").read_text())
@@ -80,9 +96,25 @@ def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_d
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--engine", engine, "--concurrency", "3",
-         "--time-limit", "120", "--results-dir", str(results_dir), "--no-progress"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--engine",
+            engine,
+            "--concurrency",
+            "3",
+            "--time-limit",
+            "120",
+            "--results-dir",
+            str(results_dir),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "TMPDIR": str(scratch)},
     )
     try:
@@ -120,13 +152,29 @@ def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_d
 
 @pytest.mark.integration
 def test_sigkill_of_the_harness_leaves_no_jvm_and_the_next_start_removes_its_scratch(
-        results_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--engine", "delta-spark", "--concurrency", "2",
-         "--time-limit", "120", "--results-dir", str(results_dir), "--no-progress"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--engine",
+            "delta-spark",
+            "--concurrency",
+            "2",
+            "--time-limit",
+            "120",
+            "--results-dir",
+            str(results_dir),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "TMPDIR": str(scratch)},
     )
     try:
@@ -173,9 +221,27 @@ def test_killed_worker_leaves_info_and_a_new_process_takes_over(results_dir: Pat
     """Jepsen's semantics: the in-flight op of a crashed process is info, and
     its slot continues under a new process id."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--engine", "delta-rs", "--storage", "local",
-         "--concurrency", "2", "--time-limit", "12", "--results-dir", str(results_dir), "--no-progress"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--engine",
+            "delta-rs",
+            "--storage",
+            "local",
+            "--concurrency",
+            "2",
+            "--time-limit",
+            "12",
+            "--results-dir",
+            str(results_dir),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -212,8 +278,20 @@ def test_killed_worker_leaves_info_and_a_new_process_takes_over(results_dir: Pat
 def test_op_timeout_turns_hung_ops_into_info(results_dir: Path) -> None:
     # Sail ops take ~100 ms here; a 20 ms per-op timeout makes ops hang past it.
     res = run_cli(
-        "run", "--engine", "sail", "--nodes", "1", "--concurrency", "2", "--time-limit", "8",
-        "--op-timeout", "0.02", "--results-dir", str(results_dir), "--no-progress",
+        "run",
+        "--engine",
+        "sail",
+        "--nodes",
+        "1",
+        "--concurrency",
+        "2",
+        "--time-limit",
+        "8",
+        "--op-timeout",
+        "0.02",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
     )
     assert res.returncode in (0, 3), res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
@@ -231,16 +309,43 @@ def test_external_s3_endpoint_from_the_standard_aws_environment(engine: str, res
 
     from harness.core.procs import ManagedProcess, venv_bin
 
-    server = ManagedProcess("moto", [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"], tmp_path / "moto.log").start()
+    server = ManagedProcess(
+        "moto", [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"], tmp_path / "moto.log"
+    ).start()
     try:
         port = server.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", 30).group(1)
         endpoint = f"http://127.0.0.1:{port}"
-        env = {"AWS_ACCESS_KEY_ID": "user-key", "AWS_SECRET_ACCESS_KEY": "user-secret-xyz", "AWS_REGION": "us-east-1",
-               "AWS_ENDPOINT_URL": endpoint, "DJ_S3_BUCKET": "users-bucket"}
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="user-key", aws_secret_access_key="x",
-                     region_name="us-east-1").create_bucket(Bucket="users-bucket")
-        res = run_cli("run", "--engine", engine, "--storage", "external-s3", "--concurrency", "2",
-                      "--nodes", "1", "--time-limit", "3", "--results-dir", str(results_dir), "--no-progress", env=env)
+        env = {
+            "AWS_ACCESS_KEY_ID": "user-key",
+            "AWS_SECRET_ACCESS_KEY": "user-secret-xyz",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint,
+            "DJ_S3_BUCKET": "users-bucket",
+        }
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="user-key",
+            aws_secret_access_key="x",
+            region_name="us-east-1",
+        ).create_bucket(Bucket="users-bucket")
+        res = run_cli(
+            "run",
+            "--engine",
+            engine,
+            "--storage",
+            "external-s3",
+            "--concurrency",
+            "2",
+            "--nodes",
+            "1",
+            "--time-limit",
+            "3",
+            "--results-dir",
+            str(results_dir),
+            "--no-progress",
+            env=env,
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         run_dir = only_run_dir(results_dir)
         assert load_results(run_dir)["history"]["ok"] > 0
@@ -249,8 +354,13 @@ def test_external_s3_endpoint_from_the_standard_aws_environment(engine: str, res
         for f in run_dir.rglob("*"):  # the secret is in no file of the run, logs included
             if f.is_file():
                 assert b"user-secret-xyz" not in f.read_bytes(), f
-        objs = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="user-key", aws_secret_access_key="x",
-                            region_name="us-east-1").list_objects_v2(Bucket="users-bucket")
+        objs = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="user-key",
+            aws_secret_access_key="x",
+            region_name="us-east-1",
+        ).list_objects_v2(Bucket="users-bucket")
         assert any("_delta_log/" in o["Key"] for o in objs.get("Contents", []))
     finally:
         server.stop()

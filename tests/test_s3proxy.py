@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -17,8 +18,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from harness.core.errors import HarnessError
-from harness.s3proxy.server import filter_listing, parse_identity, path_class, request_kind
 from harness.run.storage import EmbeddedS3, open_storage
+from harness.s3proxy.server import filter_listing, parse_identity, path_class, request_kind
 from tests.conftest import load_results, only_run_dir, run_cli
 
 LOG = "t/_delta_log/"
@@ -47,9 +48,14 @@ def client(s3: EmbeddedS3, key: str, read_timeout: float = 10) -> Any:
     """A boto3 client through the proxy, signing as `key`, no retries."""
     assert s3._proxy_proc is not None
     return boto3.client(
-        "s3", endpoint_url=s3._proxy_proc.endpoint, aws_access_key_id=key, aws_secret_access_key="x",
+        "s3",
+        endpoint_url=s3._proxy_proc.endpoint,
+        aws_access_key_id=key,
+        aws_secret_access_key="x",
         region_name="us-east-1",
-        config=Config(connect_timeout=3, read_timeout=read_timeout, retries={"mode": "standard", "total_max_attempts": 1}),
+        config=Config(
+            connect_timeout=3, read_timeout=read_timeout, retries={"mode": "standard", "total_max_attempts": 1}
+        ),
     )
 
 
@@ -403,18 +409,28 @@ def test_external_s3_through_the_proxy_is_re_signed(tmp_path: Path, monkeypatch:
 
     from harness.core.procs import ManagedProcess, venv_bin
 
-    srv = ManagedProcess("moto", [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"], tmp_path / "moto.log",
-                         env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"}).start()
+    srv = ManagedProcess(
+        "moto",
+        [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"],
+        tmp_path / "moto.log",
+        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"},
+    ).start()
     storage = None
     try:
         port = srv.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", 30).group(1)
         ep = f"http://127.0.0.1:{port}"
-        iam = boto3.client("iam", endpoint_url=ep, region_name="us-east-1", aws_access_key_id="a",
-                           aws_secret_access_key="b")
+        iam = boto3.client(
+            "iam", endpoint_url=ep, region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
+        )
         iam.create_user(UserName="dj")
         k = iam.create_access_key(UserName="dj")["AccessKey"]
-        iam.put_user_policy(UserName="dj", PolicyName="all", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+        iam.put_user_policy(
+            UserName="dj",
+            PolicyName="all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            ),
+        )
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", k["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", k["SecretAccessKey"])
         monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
@@ -422,15 +438,25 @@ def test_external_s3_through_the_proxy_is_re_signed(tmp_path: Path, monkeypatch:
         storage.boto3_client().create_bucket(Bucket="dj-external")  # type: ignore[attr-defined]
         env = storage.deltars_options("3", "n1")
         assert env["AWS_ACCESS_KEY_ID"] == "dj-n1-3" and k["SecretAccessKey"] not in env.values()
-        c = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                         aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                         config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
+        c = boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            region_name="us-east-1",
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+        )
         c.put_object(Bucket="dj-external", Key=C0, Body=b"{}", IfNoneMatch="*")
         assert [o["Key"] for o in c.list_objects_v2(Bucket="dj-external", Prefix=LOG)["Contents"]] == [C0]
         # Without the proxy, the same client identity is refused: the re-signing is what let it in.
-        direct = boto3.client("s3", endpoint_url=ep, region_name="us-east-1", aws_access_key_id="dj-n1-3",
-                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                              config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
+        direct = boto3.client(
+            "s3",
+            endpoint_url=ep,
+            region_name="us-east-1",
+            aws_access_key_id="dj-n1-3",
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+        )
         with pytest.raises(ClientError):
             direct.get_object(Bucket="dj-external", Key=C0)
         assert set(storage.proxy.stats()["clients"]) == {"dj-n1-3"}  # type: ignore[union-attr]
@@ -505,9 +531,25 @@ def test_control_client_times_out_on_a_dead_proxy(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("engine, nodes", [("delta-rs", "2"), ("sail", "2")])
 def test_run_through_the_proxy_without_faults_is_valid(engine: str, nodes: str, results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "append", "--engine", engine, "--storage", "s3", "--s3-proxy",
-                  "--nodes", nodes, "--concurrency", "4", "--time-limit", "5", "--results-dir", str(results_dir),
-                  "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "append",
+        "--engine",
+        engine,
+        "--storage",
+        "s3",
+        "--s3-proxy",
+        "--nodes",
+        nodes,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "5",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     run_dir = only_run_dir(results_dir)
     doc = load_results(run_dir)

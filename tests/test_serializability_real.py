@@ -22,7 +22,7 @@ SCHEMA = pa.schema([("k", pa.int64()), ("writer", pa.string()), ("prev_writer", 
 
 
 def _rows(rows: list[tuple[int, str, str | None]]) -> pa.Table:
-    return pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in rows], schema=SCHEMA)
+    return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], schema=SCHEMA)
 
 
 def _tag(op: str) -> CommitProperties:
@@ -32,8 +32,12 @@ def _tag(op: str) -> CommitProperties:
 def _table(path: Path, level: str) -> str:
     uri = str(path)
     DeltaTable.create(uri, SCHEMA, configuration={"delta.isolationLevel": level})
-    write_deltalake(uri, _rows([(1, "w1", None), (2, "w1", None), (3, "w1", None), (4, "w1", None)]),
-                    mode="append", commit_properties=_tag("w1"))
+    write_deltalake(
+        uri,
+        _rows([(1, "w1", None), (2, "w1", None), (3, "w1", None), (4, "w1", None)]),
+        mode="append",
+        commit_properties=_tag("w1"),
+    )
     return uri
 
 
@@ -49,11 +53,13 @@ def _history(ops: list[tuple[str, str, dict]], level_default: str = "Serializabl
 
 def test_update_and_delete_are_recovered_from_the_data(tmp_path: Path) -> None:
     uri = _table(tmp_path / "t", "WriteSerializable")
-    DeltaTable(uri).update(predicate="k = 2", updates={"prev_writer": "writer", "writer": "'u1'"},
-                           commit_properties=_tag("u1"))
+    DeltaTable(uri).update(
+        predicate="k = 2", updates={"prev_writer": "writer", "writer": "'u1'"}, commit_properties=_tag("u1")
+    )
     DeltaTable(uri).delete("k = 4", commit_properties=_tag("d1"))
-    history = _history([("w1", "append", {}), ("u1", "update", {}), ("d1", "delete", {"predicate": [4, 4]})],
-                       "WriteSerializable")
+    history = _history(
+        [("w1", "append", {}), ("u1", "update", {}), ("d1", "delete", {"predicate": [4, 4]})], "WriteSerializable"
+    )
     h = serializability.extract(history, read_log(uri))
     by_id = {t.id: t for t in h.txns}
     assert [t.id for t in h.txns] == ["w1", "u1", "d1"]
@@ -79,7 +85,9 @@ def test_real_delta_rs_history_order_violation_under_serializable(tmp_path: Path
         deleter.delete(commit_properties=_tag("del1"))
     except Exception as exc:  # the behaviour the spec requires
         pytest.skip(f"delta-rs now rejects the DELETE as the spec requires ({type(exc).__name__}); no anomaly")
-    history = _history([("w1", "append", {}), ("i1", "append", {}), ("del1", "delete", {"predicate": [-2**62, 2**62]})])
+    history = _history(
+        [("w1", "append", {}), ("i1", "append", {}), ("del1", "delete", {"predicate": [-(2**62), 2**62]})]
+    )
     log = read_log(uri)
     h = serializability.extract(history, log)
     dele = next(t for t in h.txns if t.id == "del1")
@@ -99,8 +107,10 @@ def test_same_schedule_under_write_serializable_is_a_valid_reordering(tmp_path: 
     deleter, inserter = DeltaTable(uri), DeltaTable(uri)
     write_deltalake(inserter, _rows([(9, "i1", None)]), mode="append", commit_properties=_tag("i1"))
     deleter.delete(commit_properties=_tag("del1"))
-    history = _history([("w1", "append", {}), ("i1", "append", {}), ("del1", "delete", {"predicate": [-2**62, 2**62]})],
-                       "WriteSerializable")
+    history = _history(
+        [("w1", "append", {}), ("i1", "append", {}), ("del1", "delete", {"predicate": [-(2**62), 2**62]})],
+        "WriteSerializable",
+    )
     res = serializability.check(history, read_log(uri))
     assert res.verdict is Verdict.VALID, res.explanation
     assert res.stats["reorderings"] == 1

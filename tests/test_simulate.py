@@ -14,7 +14,6 @@ from collections import defaultdict
 import pytest
 
 from checkers.txn_model import INITIAL, TxnHistory
-from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 from harness.bench.simulate import (
     E1,
     E1_CAVEAT,
@@ -30,13 +29,16 @@ from harness.bench.simulate import (
     run,
     simulate,
 )
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 
 S, WS = SERIALIZABLE, WRITE_SERIALIZABLE
 
 
 def fingerprint(h: TxnHistory):
-    return [(t.id, t.version, t.read_version, t.reads, t.writes, t.deletes, t.predicates, t.isolation, t.operation)
-            for t in h.txns], sorted(h.failed)
+    return [
+        (t.id, t.version, t.read_version, t.reads, t.writes, t.deletes, t.predicates, t.isolation, t.operation)
+        for t in h.txns
+    ], sorted(h.failed)
 
 
 def check_execution(h: TxnHistory, initial_keys, caveat: bool = True) -> None:
@@ -120,7 +122,8 @@ def check_execution(h: TxnHistory, initial_keys, caveat: bool = True) -> None:
                 if w.prev is None and any(p.matches(w.key) for p in t.predicates):
                     referenced = any(c.version < x < t.version for x in readers_of[c.id])
                     assert t.isolation == WS and blind and not (caveat and referenced), (
-                        f"{t.id} ({t.isolation}) committed although {c.id} (v{v}) inserted {w.key} into its predicate")
+                        f"{t.id} ({t.isolation}) committed although {c.id} (v{v}) inserted {w.key} into its predicate"
+                    )
 
 
 LEVELS = [S, WS, {S: 1, WS: 1}]
@@ -164,8 +167,14 @@ def test_bare_m2_rule_histories_satisfy_its_own_invariant(seed):
 
 def test_small_key_spaces_and_odd_weights_run():
     for n_keys in (0, 1, 2, 3):
-        for w in ({"insert": 1}, {"update": 1}, {"delete": 1}, {"insert_select": 1}, {"transfer": 1},
-                  {"delete": 1, "insert": 1}):
+        for w in (
+            {"insert": 1},
+            {"update": 1},
+            {"delete": 1},
+            {"insert_select": 1},
+            {"transfer": 1},
+            {"delete": 1, "insert": 1},
+        ):
             for conc in (1, 4):
                 if n_keys == 0:
                     with pytest.raises(RuntimeError):
@@ -218,6 +227,7 @@ def test_isolation_per_commit():
 
 
 # -- scripted schedules -------------------------------------------------------
+
 
 def sim(level=WS, caveat=True, initial=(0, 1, 2, 3, 4)) -> DeltaSim:
     return DeltaSim(10, list(initial), isolation=level, ws_append_caveat=caveat, rng=random.Random(0))
@@ -304,6 +314,7 @@ def test_bare_m2_rule_admits_g2_the_caveat_prevents_it():
 
 
 # -- injection bookkeeping ----------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", INJECTABLE)
 @pytest.mark.parametrize("seed", range(5))

@@ -19,8 +19,7 @@ ARCHIVE = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
 EXPECTED = {
     "append-delta-rs_20261123T214003": ("valid", {}),
     # A read that had seen the replaced commit now saw a state the log lacks.
-    "append-delta-rs_lost-write": ("invalid", {"durability": ["lost-write"],
-                                               "read-validity": ["state-never-existed"]}),
+    "append-delta-rs_lost-write": ("invalid", {"durability": ["lost-write"], "read-validity": ["state-never-existed"]}),
     "bank-delta-rs_20261123T214011": ("valid", {}),
     "list-append-delta-rs_20261123T214009": ("valid", {}),
     "register-delta-rs_20261123T214006": ("valid", {}),
@@ -43,4 +42,5 @@ def test_a_stored_run_checks_as_recorded(runs: Path, name: str) -> None:
     verdict, kinds = EXPECTED[name]
     got = {r.checker: sorted({a.kind for a in r.anomalies}) for r in report.results if r.anomalies}
     assert (report.verdict.value, got) == (verdict, kinds), [
-        (r.checker, r.verdict.value, r.explanation[:200]) for r in report.results if r.verdict.value != "valid"]
+        (r.checker, r.verdict.value, r.explanation[:200]) for r in report.results if r.verdict.value != "valid"
+    ]

@@ -16,12 +16,12 @@ import pytest
 from checkers import serializability
 from checkers.base import Verdict
 from checkers.txn_model import INITIAL, RowRef, Write
-from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
-from harness.check.pipeline import check_run
-from harness.deltalog import read_log
-from harness.core.history import load_history
 from harness.bench.simulate import EXPECTED
 from harness.bench.synth_run import LOADER, write_run
+from harness.check.pipeline import check_run
+from harness.core.history import load_history
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
+from harness.deltalog import read_log
 from tests.conftest import run_cli
 
 
@@ -32,18 +32,38 @@ def _recovered(run_dir: Path):
 def _same_txns(info, recovered) -> None:
     """The recovered transactions are the simulated ones, INITIAL renamed to
     the setup op that loaded the initial rows, versions mapped to the log's."""
+
     def w(x):
         return LOADER if x == INITIAL else x
 
     tv = info.table_version
-    want = {t.id: (tv[t.version], tv[t.read_version] if t.read_version is not None else None,
-                   frozenset(RowRef(r.key, w(r.writer)) for r in t.reads),
-                   frozenset(Write(x.key, w(x.prev)) for x in t.writes),
-                   frozenset(RowRef(r.key, w(r.writer)) for r in t.deletes),
-                   t.predicates, t.isolation, t.operation) for t in info.history.txns}
-    got = {t.id: (t.version, t.read_version, frozenset(t.reads), frozenset(t.writes), frozenset(t.deletes),
-                  t.predicates, t.isolation, t.operation)
-           for t in recovered.txns if not t.id.startswith("setup.")}
+    want = {
+        t.id: (
+            tv[t.version],
+            tv[t.read_version] if t.read_version is not None else None,
+            frozenset(RowRef(r.key, w(r.writer)) for r in t.reads),
+            frozenset(Write(x.key, w(x.prev)) for x in t.writes),
+            frozenset(RowRef(r.key, w(r.writer)) for r in t.deletes),
+            t.predicates,
+            t.isolation,
+            t.operation,
+        )
+        for t in info.history.txns
+    }
+    got = {
+        t.id: (
+            t.version,
+            t.read_version,
+            frozenset(t.reads),
+            frozenset(t.writes),
+            frozenset(t.deletes),
+            t.predicates,
+            t.isolation,
+            t.operation,
+        )
+        for t in recovered.txns
+        if not t.id.startswith("setup.")
+    }
     assert got.keys() == want.keys()
     diff = [tid for tid in want if want[tid] != got[tid]]
     assert not diff, (diff[0], want[diff[0]], got[diff[0]])
@@ -53,8 +73,7 @@ def _same_txns(info, recovered) -> None:
 @pytest.mark.parametrize("level", [WRITE_SERIALIZABLE, SERIALIZABLE])
 def test_generated_run_is_valid_and_recovers_the_simulated_transactions(tmp_path: Path, level: str) -> None:
     run_dir = tmp_path / "run"
-    info = write_run(run_dir, 300, concurrency=6, isolation=level, seed=3, checkpoint_interval=50,
-                     keep_history=True)
+    info = write_run(run_dir, 300, concurrency=6, isolation=level, seed=3, checkpoint_interval=50, keep_history=True)
     assert info.versions == info.committed + 2  # creation + initial rows, then one commit per transaction
     assert info.failed > 0 and info.checkpoints == (info.versions - 1) // 50 >= 5
     log = read_log(str(run_dir / "table"))
@@ -88,10 +107,12 @@ def test_copy_on_write_files(tmp_path: Path) -> None:
             seen.add((r["k"], r["writer"]))
     # An UPDATE's commit removes files and re-adds their other rows unchanged.
     carried = 0
-    for version, commit, adds, removes in log.replay():
+    for _version, commit, adds, removes in log.replay():
         if commit.operation != "UPDATE" or not removes:
             continue
-        before = {(r["k"], r["writer"], r["prev_writer"]) for rm in removes for r in log.file_rows(rm["path"]).to_pylist()}
+        before = {
+            (r["k"], r["writer"], r["prev_writer"]) for rm in removes for r in log.file_rows(rm["path"]).to_pylist()
+        }
         after = {(r["k"], r["writer"], r["prev_writer"]) for a in adds for r in log.file_rows(a["path"]).to_pylist()}
         new = {r for r in after if r[1] == commit.commit_info["dj.op"]}
         assert after - new <= before
@@ -155,9 +176,24 @@ def test_history_order_needs_a_serializable_table(tmp_path: Path) -> None:
 
 def test_module_command_writes_a_checkable_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    gen = subprocess.run([sys.executable, "-m", "harness.bench.synth_run", str(out), "--txns", "120", "--inject", "G2",
-                          "--checkpoint-interval", "50"], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parent.parent)
+    gen = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.bench.synth_run",
+            str(out),
+            "--txns",
+            "120",
+            "--inject",
+            "G2",
+            "--checkpoint-interval",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert gen.returncode == 0, gen.stderr
     chk = run_cli("check", str(out))
     assert chk.returncode == 1, chk.stdout + chk.stderr

@@ -15,10 +15,11 @@ import json
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -83,9 +84,14 @@ class Run:
     def write_data(self, table: pa.Table) -> dict:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         pq.write_table(table, self.root / "table" / name)
-        return {"path": name, "partitionValues": {}, "size": (self.root / "table" / name).stat().st_size,
-                "modificationTime": 1, "dataChange": True,
-                "stats": json.dumps({"numRecords": table.num_rows})}
+        return {
+            "path": name,
+            "partitionValues": {},
+            "size": (self.root / "table" / name).stat().st_size,
+            "modificationTime": 1,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": table.num_rows}),
+        }
 
     # the history
     def events(self) -> list[dict]:
@@ -189,10 +195,17 @@ def plant_lost_rows(run: Run, f: str = "append") -> None:
 
 def plant_failed_but_committed(run: Run) -> None:
     done, _ = _last_append(run)
-    run.edit_event(done["index"], type="fail", version=None, error={
-        "class": "ConcurrentAppendException", "claim": "E1",
-        "raw": "CommitFailedError: Failed to commit transaction: Commit failed: a concurrent transactions added "
-               "new data."})
+    run.edit_event(
+        done["index"],
+        type="fail",
+        version=None,
+        error={
+            "class": "ConcurrentAppendException",
+            "claim": "E1",
+            "raw": "CommitFailedError: Failed to commit transaction: Commit failed: a concurrent transactions added "
+            "new data.",
+        },
+    )
 
 
 def plant_partial_op(run: Run) -> None:
@@ -291,8 +304,11 @@ def plant_orphan_rows(run: Run) -> None:
     table = run.data(run.adds(v)[0])
     ids = pa.array([i + 7_000_000_000_000 for i in table.column("id").to_pylist()], pa.int64())
     table = table.set_column(table.schema.get_field_index("id"), "id", ids)
-    table = table.set_column(table.schema.get_field_index("writer"), "writer",
-                             pa.array(["9.999"] * table.num_rows, table.schema.field("writer").type))
+    table = table.set_column(
+        table.schema.get_field_index("writer"),
+        "writer",
+        pa.array(["9.999"] * table.num_rows, table.schema.field("writer").type),
+    )
     run.append_commit([{"add": run.write_data(table)}])
 
 
@@ -351,7 +367,7 @@ def plant_lost_update(run: Run) -> None:
             continue
         pv = committed[p]
         prow = next(r for r in run.data(run.adds(pv)[0]).to_pylist() if r["writer"] == p)
-        _rewrite_rows(run, v, w_id, "prev_writer", lambda _: prow["prev_writer"])
+        _rewrite_rows(run, v, w_id, "prev_writer", lambda _, prev=prow["prev_writer"]: prev)
         acts = run.actions(v)
         for a in acts:
             if "commitInfo" in a:
@@ -382,8 +398,7 @@ def plant_aborted_read(run: Run) -> None:
     failed = {e["value"]["key"]: e["id"] for e in run.events() if e["type"] == "fail" and e["f"] == "write"}
     for done, v in _committed(run, "write"):
         if done["value"]["key"] in failed:
-            _rewrite_rows(run, v, done["id"], "prev_writer",
-                          lambda _: failed[done["value"]["key"]])
+            _rewrite_rows(run, v, done["id"], "prev_writer", lambda _, prev=failed[done["value"]["key"]]: prev)
             return
     raise LookupError("no committed write of a key another write failed on")
 
@@ -394,13 +409,13 @@ def plant_duplicate_key(run: Run) -> None:
     table = run.data(run.adds(v)[0])
     row = next(r for r in table.to_pylist() if r["writer"] == done["id"])
     row = {**row, "id": row["id"] + 7_000_000_000_000}
-    run.append_commit([{"add": run.write_data(pa.Table.from_pylist([row], schema=table.schema))}],
-                      op_id=done["id"])
+    run.append_commit([{"add": run.write_data(pa.Table.from_pylist([row], schema=table.schema))}], op_id=done["id"])
 
 
 def _last_optimize(run: Run) -> tuple[int, dict, pa.Table]:
-    v = max(v for v in run.versions() if any(a.get("commitInfo", {}).get("operation") == "OPTIMIZE"
-                                             for a in run.actions(v)))
+    v = max(
+        v for v in run.versions() if any(a.get("commitInfo", {}).get("operation") == "OPTIMIZE" for a in run.actions(v))
+    )
     add = run.adds(v)[0]
     return v, add, run.data(add)
 
@@ -490,16 +505,30 @@ def plant_foreign_partition_rewrite(run: Run) -> None:
     acts = run.actions(v)
     own = {tuple(sorted(a["add"]["partitionValues"].items())) for a in acts if "add" in a}
     adds = {a["path"]: a for c in log.commits.values() for a in c.adds}
-    path = next(p for p in sorted(log.live_files(v - 1))
-                if tuple(sorted(adds[p]["partitionValues"].items())) not in own)
+    path = next(
+        p for p in sorted(log.live_files(v - 1)) if tuple(sorted(adds[p]["partitionValues"].items())) not in own
+    )
     old = adds[path]
     table = pq.read_table(run.root / "table" / path)
     new = run.write_data(table.drop_columns([c for c in old["partitionValues"] if c in table.column_names]))
     dest = run.root / "table" / path.rsplit("/", 1)[0] / new["path"]
     (run.root / "table" / new["path"]).rename(dest)
     new = {**new, "path": f"{path.rsplit('/', 1)[0]}/{new['path']}", "partitionValues": old["partitionValues"]}
-    run.write_actions(v, acts + [{"remove": {"path": path, "deletionTimestamp": 1, "dataChange": True,
-                                             "partitionValues": old["partitionValues"]}}, {"add": new}])
+    run.write_actions(
+        v,
+        acts
+        + [
+            {
+                "remove": {
+                    "path": path,
+                    "deletionTimestamp": 1,
+                    "dataChange": True,
+                    "partitionValues": old["partitionValues"],
+                }
+            },
+            {"add": new},
+        ],
+    )
 
 
 # -- plants: metadata ---------------------------------------------------------------------
@@ -508,7 +537,7 @@ def plant_foreign_partition_rewrite(run: Run) -> None:
 def plant_commit_after_metadata_change(run: Run) -> None:
     # The write right after a column was added read the version before it,
     # and still committed.
-    for done, m in reversed(_committed(run, "add-column")):
+    for _done, m in reversed(_committed(run, "add-column")):
         if m + 1 in run.versions() and not any("metaData" in a for a in run.actions(m + 1)):
             acts = run.actions(m + 1)
             for a in acts:
@@ -517,8 +546,12 @@ def plant_commit_after_metadata_change(run: Run) -> None:
             run.write_actions(m + 1, acts)
             op = next(a["commitInfo"].get("dj.op") for a in acts if "commitInfo" in a)
             for e in run.events():
-                if e["id"] == op and e["type"] == "ok" and isinstance(e.get("value"), dict) \
-                        and "read_version" in e["value"]:
+                if (
+                    e["id"] == op
+                    and e["type"] == "ok"
+                    and isinstance(e.get("value"), dict)
+                    and "read_version" in e["value"]
+                ):
                     run.edit_event(e["index"], value={**e["value"], "read_version": m - 1})
             return
     raise LookupError("no write right after a column add")
@@ -542,9 +575,16 @@ def plant_lost_metadata_update(run: Run) -> None:
 
 def plant_metadata_failed_but_committed(run: Run) -> None:
     done = run.ok_ops("add-column")[-1]
-    run.edit_event(done["index"], type="fail", version=None, error={
-        "class": "MetadataChangedException", "claim": "E4",
-        "raw": "CommitFailedError: Metadata changed since last commit."})
+    run.edit_event(
+        done["index"],
+        type="fail",
+        version=None,
+        error={
+            "class": "MetadataChangedException",
+            "claim": "E4",
+            "raw": "CommitFailedError: Metadata changed since last commit.",
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -603,17 +643,13 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("app-txn", "lost-rows", partial(plant_lost_rows, f="write")),
         Plant("app-txn", "duplicate-application", partial(plant_duplicate_application, f="write")),
     ),
-    "partitioned": (
-        Plant("partition-conflicts", "foreign-partition-rewrite", plant_foreign_partition_rewrite),
-    ),
+    "partitioned": (Plant("partition-conflicts", "foreign-partition-rewrite", plant_foreign_partition_rewrite),),
     "metadata": (
         Plant("metadata-conflicts", "commit-after-metadata-change", plant_commit_after_metadata_change),
         Plant("metadata-conflicts", "lost-metadata-update", plant_lost_metadata_update),
         Plant("metadata-conflicts", "failed-but-committed", plant_metadata_failed_but_committed),
     ),
-    "upsert": (
-        Plant("unique-key", "duplicate-key", plant_duplicate_key),
-    ),
+    "upsert": (Plant("unique-key", "duplicate-key", plant_duplicate_key),),
     # One client: delta-rs lets concurrent OPTIMIZEs both commit (a README
     # finding), and the untouched run must be valid.
     "compaction": (
@@ -627,9 +663,24 @@ CONCURRENCY = {"compaction": 1, "partitioned": 1}
 
 
 def _make_run(workload: str, results: Path) -> Path:
-    res = run_cli("run", "--workload", workload, "--engine", "delta-rs", "--storage", "local", "--concurrency",
-                  str(CONCURRENCY.get(workload, 3)),
-                  "--time-limit", "4", "--seed", "7", "--results-dir", str(results), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        workload,
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        str(CONCURRENCY.get(workload, 3)),
+        "--time-limit",
+        "4",
+        "--seed",
+        "7",
+        "--results-dir",
+        str(results),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return only_run_dir(results)
 
@@ -661,8 +712,9 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
         got = _kinds(report, p.checker)
         if got != {p.kind}:
             r = next(r for r in report.results if r.checker == p.checker)
-            wrong.append(f"{p.checker}/{p.kind}: named {sorted(got) or 'nothing'} ({r.verdict.value}: "
-                         f"{r.explanation[:160]})")
+            wrong.append(
+                f"{p.checker}/{p.kind}: named {sorted(got) or 'nothing'} ({r.verdict.value}: {r.explanation[:160]})"
+            )
     assert wrong == [], "\n".join(wrong)
 
 
@@ -673,8 +725,8 @@ UNPROVEN_HEADING = "Anomaly kinds with no planted test"
 
 def _readme_kinds() -> dict[str, set[str]]:
     text = (REPO / "README.md").read_text()
-    table = text[text.index("| checker | claim | anomaly kinds |"):]
-    table = table[:table.index("\n\n")]
+    table = text[text.index("| checker | claim | anomaly kinds |") :]
+    table = table[: table.index("\n\n")]
     out: dict[str, set[str]] = {}
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -686,8 +738,8 @@ def _readme_kinds() -> dict[str, set[str]]:
 
 def _readme_unproven() -> set[tuple[str, str]]:
     text = (REPO / "README.md").read_text()
-    section = text[text.index(UNPROVEN_HEADING):]
-    section = section[:section.index("\n\n")]
+    section = text[text.index(UNPROVEN_HEADING) :]
+    section = section[: section.index("\n\n")]
     return {(m.group(1), m.group(2)) for m in re.finditer(r"`([\w-]+)`: `([\w-]+)`", section)}
 
 
@@ -696,5 +748,8 @@ def test_every_readme_kind_is_planted_or_listed_unproven() -> None:
     readme = {(c, k) for c, ks in _readme_kinds().items() for k in ks}
     unproven = _readme_unproven()
     assert planted <= readme, sorted(planted - readme)
-    assert readme - planted == unproven, ("README unproven list out of step", sorted((readme - planted) - unproven),
-                                          sorted(unproven - (readme - planted)))
+    assert readme - planted == unproven, (
+        "README unproven list out of step",
+        sorted((readme - planted) - unproven),
+        sorted(unproven - (readme - planted)),
+    )

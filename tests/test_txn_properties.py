@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 from checkers.txn_model import TxnHistory
 from harness.bench.simulate import ALSO_SNAPSHOT_MISMATCH, EXPECTED, OPS, SimConfig, inject_anomaly, run
+from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 
 txn_graph = pytest.importorskip("checkers.txn_graph")
 analyze = txn_graph.analyze
@@ -30,11 +30,16 @@ analyze = txn_graph.analyze
 S, WS = SERIALIZABLE, WRITE_SERIALIZABLE
 MIXED = {S: 1, WS: 1}
 
-SETTINGS = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
-def configs(isolation=st.sampled_from([S, WS, "mixed"]), caveat=st.just(True)) -> st.SearchStrategy[SimConfig]:
+_LEVELS = st.sampled_from([S, WS, "mixed"])
+_CAVEAT = st.just(True)
+
+
+def configs(isolation=_LEVELS, caveat=_CAVEAT) -> st.SearchStrategy[SimConfig]:
     return st.builds(
         SimConfig,
         n_txns=st.integers(0, 25),
@@ -54,8 +59,10 @@ def configs(isolation=st.sampled_from([S, WS, "mixed"]), caveat=st.just(True)) -
 def show(h: TxnHistory) -> str:
     lines = []
     for t in h.txns:
-        lines.append(f"  {t.id} v{t.version} rv{t.read_version} {t.operation} {t.isolation} reads={list(t.reads)} "
-                     f"writes={list(t.writes)} deletes={list(t.deletes)} preds={list(t.predicates)}")
+        lines.append(
+            f"  {t.id} v{t.version} rv{t.read_version} {t.operation} {t.isolation} reads={list(t.reads)} "
+            f"writes={list(t.writes)} deletes={list(t.deletes)} preds={list(t.predicates)}"
+        )
     if h.failed:
         lines.append(f"  failed={sorted(h.failed)}")
     return "\n".join(lines)
@@ -66,6 +73,7 @@ def kinds(res) -> set[tuple[str, str]]:
 
 
 # (a) ------------------------------------------------------------------------
+
 
 @SETTINGS
 @given(configs())
@@ -116,14 +124,25 @@ def test_bare_m2_rule_g2_schedule_is_reported():
 CYCLE_AND_READ_KINDS = ["G0", "G1a", "G1c", "G-single", "lost-update", "G2-item", "G2"]
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("G0", marks=pytest.mark.xfail(strict=True, reason=(
-        "G0 cannot arise in a Delta history: the log orders every row's versions by commit, so ww edges always "
-        "point forward. A write cycle injected through Write.prev is a read of a version committed later, "
-        "reported as G1c (and a prev that skips a version as G-single, a lost update)."))),
-    *CYCLE_AND_READ_KINDS[1:],
-    "history-order",
-])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            "G0",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "G0 cannot arise in a Delta history: the log orders every row's versions by commit, so ww edges "
+                    "always point forward. A write cycle injected through Write.prev is a read of a version committed "
+                    "later, "
+                    "reported as G1c (and a prev that skips a version as G-single, a lost update)."
+                ),
+            ),
+        ),
+        *CYCLE_AND_READ_KINDS[1:],
+        "history-order",
+    ],
+)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cfg=configs(), seed=st.integers(0, 2**16), where=st.floats(0, 1))
 def test_injected_anomaly_is_detected(kind, cfg, seed, where):
@@ -142,6 +161,7 @@ def test_injected_anomaly_is_detected(kind, cfg, seed, where):
 
 
 # (c) ------------------------------------------------------------------------
+
 
 @SETTINGS
 @given(cfg=configs(), seed=st.integers(0, 2**16), where=st.floats(0, 1))

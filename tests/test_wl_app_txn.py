@@ -12,9 +12,21 @@ from tests.conftest import load_results, only_run_dir, run_cli
 from tests.synth import SynthRun, add_action, rows_table
 
 
-def write(run: SynthRun, op: str, app: str, ver: int, ids: list[int], *, start: int, end: int, type: str = OK,
-          process: int = 1, skipped: bool | None = None, retry_of: str | None = None,
-          error: dict | None = None) -> None:
+def write(
+    run: SynthRun,
+    op: str,
+    app: str,
+    ver: int,
+    ids: list[int],
+    *,
+    start: int,
+    end: int,
+    type: str = OK,
+    process: int = 1,
+    skipped: bool | None = None,
+    retry_of: str | None = None,
+    error: dict | None = None,
+) -> None:
     value: dict = {"app_id": app, "txn_version": ver, "ids": ids}
     if retry_of:
         value["retry_of"] = retry_of
@@ -27,8 +39,14 @@ def txn_commit(run: SynthRun, op: str, app: str, ver: int, ids: list[int]) -> in
     v = run.latest + 1
     path = f"f{v}.parquet"
     run.file_tables[path] = rows_table([(i, op) for i in ids])
-    run.raw_commit(v, [{"commitInfo": {"timestamp": v, "operation": "WRITE", "dj.op": op}},
-                       {"txn": {"appId": app, "version": ver}}, add_action(path, len(ids))])
+    run.raw_commit(
+        v,
+        [
+            {"commitInfo": {"timestamp": v, "operation": "WRITE", "dj.op": op}},
+            {"txn": {"appId": app, "version": ver}},
+            add_action(path, len(ids)),
+        ],
+    )
     return v
 
 
@@ -108,14 +126,36 @@ def test_catches_an_acknowledged_write_with_no_commit() -> None:
 
 def test_conflict_classes_between_writers_of_one_app() -> None:
     run = retry_run(retry_applied=False)
-    write(run, "3.1", "app-0", 2003, [30], start=10, end=13, type=FAIL, process=3,
-          error={"class": "ConcurrentTransactionException", "raw": "Concurrent transaction failed."})
-    write(run, "4.1", "app-0", 2004, [40], start=10, end=13, type=FAIL, process=4,
-          error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"})
+    write(
+        run,
+        "3.1",
+        "app-0",
+        2003,
+        [30],
+        start=10,
+        end=13,
+        type=FAIL,
+        process=3,
+        error={"class": "ConcurrentTransactionException", "raw": "Concurrent transaction failed."},
+    )
+    write(
+        run,
+        "4.1",
+        "app-0",
+        2004,
+        [40],
+        start=10,
+        end=13,
+        type=FAIL,
+        process=4,
+        error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"},
+    )
     res = app_txn.check(*run.build())
     assert res.verdict.value == "valid"
-    assert res.stats["conflict_classes_same_app"] == {"ConcurrentTransactionException": 1,
-                                                      "commit-conflict-unclassified": 1}
+    assert res.stats["conflict_classes_same_app"] == {
+        "ConcurrentTransactionException": 1,
+        "commit-conflict-unclassified": 1,
+    }
     [f] = res.stats["e5_class_findings"]
     assert f["op"] == "4.1" and f["same_app_commits"] == ["2.1"]
 
@@ -131,9 +171,10 @@ def test_generator_shares_apps_and_retries_earlier_pairs() -> None:
     firsts = {o.id: o.value for o in ops[0] if o.f == "write" and "retry_of" not in o.value}
     retries = [o.value for o in ops[0] if o.f == "write" and "retry_of" in o.value]
     assert retries and all(
-        (r["app_id"], r["txn_version"], r["ids"]) == (firsts[r["retry_of"]]["app_id"],
-                                                      firsts[r["retry_of"]]["txn_version"],
-                                                      firsts[r["retry_of"]]["ids"]) for r in retries)
+        (r["app_id"], r["txn_version"], r["ids"])
+        == (firsts[r["retry_of"]]["app_id"], firsts[r["retry_of"]]["txn_version"], firsts[r["retry_of"]]["ids"])
+        for r in retries
+    )
     # Fresh versions increase per slot and differ across slots.
     vs = [v["txn_version"] for v in firsts.values()]
     assert vs == sorted(vs) and not set(vs) & {o.value["txn_version"] for o in ops[2] if o.f == "write"}
@@ -141,8 +182,22 @@ def test_generator_shares_apps_and_retries_earlier_pairs() -> None:
 
 @pytest.mark.integration
 def test_app_txn_on_delta_rs(results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "app-txn", "--engine", "delta-rs", "--storage", "local", "--concurrency", "4",
-                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "app-txn",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
@@ -160,8 +215,24 @@ def test_app_txn_on_sail_is_reported_unsupported(results_dir: Path) -> None:
     """Sail 0.7.2 ignores txnAppId/txnVersion (no txn action; a re-sent pair is
     applied again), so every idempotent write is reported unsupported and the
     checker says unknown rather than pass."""
-    res = run_cli("run", "--workload", "app-txn", "--engine", "sail", "--storage", "local", "--nodes", "1",
-                  "--concurrency", "4", "--time-limit", "4", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "app-txn",
+        "--engine",
+        "sail",
+        "--storage",
+        "local",
+        "--nodes",
+        "1",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "4",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 3, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     a = next(c for c in doc["checkers"] if c["checker"] == "app-txn")

@@ -121,8 +121,22 @@ def test_compaction_on_delta_rs_reports_what_it_finds(results_dir: Path) -> None
     (spec M6/E3, README finding). The verdict must match what the log
     shows: a file two commits removed makes the run invalid with the
     compaction anomaly named; a log without one leaves the run valid."""
-    res = run_cli("run", "--workload", "compaction", "--engine", "delta-rs", "--storage", "local",
-                  "--concurrency", "4", "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "compaction",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     run_dir = only_run_dir(results_dir)
     doc = load_results(run_dir)
     by_name = {c["checker"]: c for c in doc["checkers"]}
@@ -139,8 +153,10 @@ def test_compaction_on_delta_rs_reports_what_it_finds(results_dir: Path) -> None
         # Duplicated rows show up in the duplicates checker as well.
         if any(a["kind"] == "compaction-duplicated-rows" and a["claim"] == "M6" for a in comp["anomalies"]):
             assert by_name["duplicates"]["verdict"] == "invalid"
-        pytest.xfail(f"deviation (spec M6/E3): delta-rs committed {len(twice)} removal(s) of files already "
-                     f"removed, e.g. {next(iter(twice.items()))}")
+        pytest.xfail(
+            f"deviation (spec M6/E3): delta-rs committed {len(twice)} removal(s) of files already "
+            f"removed, e.g. {next(iter(twice.items()))}"
+        )
     assert comp["verdict"] == "valid", comp
     assert res.returncode == 0, res.stdout + res.stderr
     assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
@@ -151,8 +167,24 @@ def test_compaction_on_sail_reports_optimize_unsupported(results_dir: Path) -> N
     """Sail 0.7.2 cannot parse OPTIMIZE ("found OPTIMIZE at 0:8 expected ..."):
     its capabilities leave it out, so every optimize op is a counted
     `unsupported` fail, never a pass; the rest of the run is judged as usual."""
-    res = run_cli("run", "--workload", "compaction", "--engine", "sail", "--storage", "local", "--nodes", "1",
-                  "--concurrency", "4", "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "compaction",
+        "--engine",
+        "sail",
+        "--storage",
+        "local",
+        "--nodes",
+        "1",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     doc = load_results(only_run_dir(results_dir))
     # No compaction ran, so the compaction checker has no evidence: unknown
     # ("not exercised"), and so is the run (exit 3), never a vacuous pass.

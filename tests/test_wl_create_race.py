@@ -22,7 +22,10 @@ from workloads.create_race import CreateRaceWorkload
 
 TABLE = "races/r0"
 E6 = {"class": "ProtocolChangedException", "raw": "Protocol changed since last commit: create race"}
-EXISTS = {"class": "not-a-conflict", "raw": "DeltaError: Generic error: A Delta Lake table already exists at that location."}
+EXISTS = {
+    "class": "not-a-conflict",
+    "raw": "DeltaError: Generic error: A Delta Lake table already exists at that location.",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -52,13 +55,24 @@ class Race:
         self.files: dict = {}
         self.t = 1_000
 
-    def op(self, op_id: str, f: str, type: str, value: dict | None = None, *, error: dict | None = None,
-           version: int | None = None, process: int = 0, done: dict | None = None) -> None:
+    def op(
+        self,
+        op_id: str,
+        f: str,
+        type: str,
+        value: dict | None = None,
+        *,
+        error: dict | None = None,
+        version: int | None = None,
+        process: int = 0,
+        done: dict | None = None,
+    ) -> None:
         val = {"round": 0, "table": TABLE, **(value or {})}
         self.run.invoke(op_id, f, val, time=self.t, process=process)
         self.t += 1_000
-        self.run.complete(op_id, type, time=self.t + 5_000_000, error=error, version=version,
-                          value={**val, **done} if done else None)
+        self.run.complete(
+            op_id, type, time=self.t + 5_000_000, error=error, version=version, value={**val, **done} if done else None
+        )
 
     def creates(self, outcomes: list[tuple[str, str, dict | None]]) -> None:
         for n, (op_id, type, err) in enumerate(outcomes):
@@ -76,8 +90,11 @@ class Race:
     def build(self) -> tuple[Any, TransactionLog]:
         main = TransactionLog.from_commits([create_actions()])
         if self.commits:
-            main.related = {TABLE: TransactionLog.from_commits(
-                [Commit(v, a) for v, a in enumerate(self.commits) if a is not None], self.files)}
+            main.related = {
+                TABLE: TransactionLog.from_commits(
+                    [Commit(v, a) for v, a in enumerate(self.commits) if a is not None], self.files
+                )
+            }
         return self.run.history(), main
 
 
@@ -189,7 +206,12 @@ def test_read_of_a_state_that_never_existed():
 
 def test_other_loser_class_is_a_finding_not_a_violation():
     r = Race()
-    r.creates([("0.1", "ok", None), ("1.1", "fail", {"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 15"})])
+    r.creates(
+        [
+            ("0.1", "ok", None),
+            ("1.1", "fail", {"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 15"}),
+        ]
+    )
     r.commit(creation("0.1"))
     res = check(*r.build())
     assert res.verdict is Verdict.VALID
@@ -251,13 +273,29 @@ def test_real_create_race(engine, storage, limit, results_dir):
     """Rounds really race, the checker reports exactly what the history
     shows, and spec E6 holds (one winner per round) or the run is invalid
     with the deviation named."""
-    p = run_cli("run", "--workload", "create-race", "--engine", engine, "--storage", storage,
-                "--time-limit", limit, "--concurrency", "4", "--no-progress", "--results-dir", str(results_dir),
-                timeout=240)
+    p = run_cli(
+        "run",
+        "--workload",
+        "create-race",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--time-limit",
+        limit,
+        "--concurrency",
+        "4",
+        "--no-progress",
+        "--results-dir",
+        str(results_dir),
+        timeout=240,
+    )
     assert p.returncode in (0, 1), p.stderr[-2000:] + p.stdout[-2000:]
     run_dir = only_run_dir(results_dir)
     rounds = _rounds(_history(run_dir))
-    raced = [t for t, r in rounds.items() if len(r["walls"]) >= 3 and max(r["walls"]) - min(r["walls"]) <= RACE_WINDOW_S]
+    raced = [
+        t for t, r in rounds.items() if len(r["walls"]) >= 3 and max(r["walls"]) - min(r["walls"]) <= RACE_WINDOW_S
+    ]
     assert len(raced) >= 2, {t: (len(r["walls"]), max(r["walls"]) - min(r["walls"])) for t, r in rounds.items()}
     # The race tables are in the run folder and were read as related logs.
     assert all((run_dir / "table" / t / "_delta_log").is_dir() for t, r in rounds.items() if r["ok"])
@@ -273,9 +311,11 @@ def test_real_create_race(engine, storage, limit, results_dir):
     assert res["stats"]["loser_classes"], "no create lost: the rounds did not race"
     bad = [a for a in res["anomalies"] if a["claim"] == "E6"]
     if bad:
-        pytest.xfail(f"deviation (spec E6), {engine}: {len(bad)} E6 anomaly(ies) in {res['stats']['rounds']} rounds "
-                     f"({res['stats']['ok_creates']} of {res['stats']['creates']} creates acknowledged), "
-                     f"e.g. {bad[0]['explanation'][:400]}")
+        pytest.xfail(
+            f"deviation (spec E6), {engine}: {len(bad)} E6 anomaly(ies) in {res['stats']['rounds']} rounds "
+            f"({res['stats']['ok_creates']} of {res['stats']['creates']} creates acknowledged), "
+            f"e.g. {bad[0]['explanation'][:400]}"
+        )
     assert res["verdict"] == "valid" and p.returncode == 0, res["explanation"]
 
 
@@ -283,11 +323,12 @@ def test_recorded_loser_texts_are_definite_failures():
     """What losers said in real runs (delta-rs 1.6.6, Sail 0.7.2): the table
     was already there when they looked. Definite (fail), not a conflict: the
     checker counts them as correct losers, apart from E6."""
-    from harness.engines.errors import classify_deltars_text, classify_spark_text
     from harness.core.history import ErrorClass
+    from harness.engines.errors import classify_deltars_text, classify_spark_text
 
-    rs = classify_deltars_text("DeltaError", "Generic error: A Delta Lake table already exists at that location.",
-                               bases=["Exception"])
+    rs = classify_deltars_text(
+        "DeltaError", "Generic error: A Delta Lake table already exists at that location.", bases=["Exception"]
+    )
     sail = classify_spark_text("AnalysisException", "Delta table already exists at path: file:///t/races/r0/")
     for c in (rs, sail):
         assert c.cls is ErrorClass.NOT_A_CONFLICT and c.definite, c

@@ -23,15 +23,23 @@ def _el(i: int, k: int, pos: int, w: str, prev: str | None) -> dict:
     return {"id": i, "k": k, "pos": pos, "writer": w, "prev_writer": prev}
 
 
-def _append(run: KeyedRun, op_id: str, keys: list[int], ids: list[int], start: int, end: int, process: int,
-            type: str = OK) -> None:
+def _append(
+    run: KeyedRun, op_id: str, keys: list[int], ids: list[int], start: int, end: int, process: int, type: str = OK
+) -> None:
     run.op(op_id, "append", {"ids": ids, "read_keys": keys}, start=start, end=end, process=process, type=type)
 
 
 def _read(run: KeyedRun, op_id: str, lists: list, start: int, end: int, process: int = 9) -> None:
     ids = sorted(i for _, items in lists for i, _, _ in items)
-    run.op(op_id, "read", {"via": "sql"}, start=start, end=end, process=process,
-           result={"ids": ids, "lists": [[k, [[pos, w] for _, pos, w in items]] for k, items in lists]})
+    run.op(
+        op_id,
+        "read",
+        {"via": "sql"},
+        start=start,
+        end=end,
+        process=process,
+        result={"ids": ids, "lists": [[k, [[pos, w] for _, pos, w in items]] for k, items in lists]},
+    )
 
 
 def _kinds(res: CheckResult) -> set[str]:
@@ -132,8 +140,24 @@ def test_list_append_generator_and_statement() -> None:
 
 
 def _run(engine: str, storage: str, results_dir: Path, *extra: str) -> tuple[object, dict]:
-    res = run_cli("run", "--workload", "list-append", "--engine", engine, "--storage", storage, "--concurrency", "4",
-                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress", *extra, timeout=240)
+    res = run_cli(
+        "run",
+        "--workload",
+        "list-append",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+        *extra,
+        timeout=240,
+    )
     return res, load_results(only_run_dir(results_dir))
 
 

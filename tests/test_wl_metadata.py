@@ -16,9 +16,16 @@ from tests.synth import SCHEMA_STRING, SynthRun, add_action, rows_table
 def meta_action(config: dict[str, str], extra_columns: tuple[str, ...] = ()) -> dict:
     schema = json.loads(SCHEMA_STRING)
     schema["fields"] += [{"name": c, "type": "string", "nullable": True, "metadata": {}} for c in extra_columns]
-    return {"metaData": {"id": "00000000-0000-0000-0000-000000000000", "format": {"provider": "parquet", "options": {}},
-                         "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": config,
-                         "createdTime": 0}}
+    return {
+        "metaData": {
+            "id": "00000000-0000-0000-0000-000000000000",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(schema),
+            "partitionColumns": [],
+            "configuration": config,
+            "createdTime": 0,
+        }
+    }
 
 
 def info(op: str | None, read_version: int | None, operation: str = "WRITE") -> dict:
@@ -36,8 +43,9 @@ def data_commit(run: SynthRun, v: int, op: str, ids: list[int], read_version: in
     run.raw_commit(v, [info(op, read_version), add_action(path, len(ids))])
 
 
-def set_property_run(b_read_version: int | None, *, b_start: int = 10, m_type: str = OK,
-                     m_in_log: bool = True) -> SynthRun:
+def set_property_run(
+    b_read_version: int | None, *, b_start: int = 10, m_type: str = OK, m_in_log: bool = True
+) -> SynthRun:
     """Append A commits v1; set-property M commits v2; append B commits v3,
     having read `b_read_version`."""
     run = SynthRun()
@@ -117,14 +125,30 @@ def test_column_add_without_op_id_is_attributed_from_the_new_column() -> None:
 def test_conflict_classes_near_metadata_changes_are_counted_and_wrong_ones_reported() -> None:
     run = set_property_run(b_read_version=2)
     # A write that failed while only the metadata change committed: must be E4.
-    run.append("4.1", [9], start=7, end=9, type=FAIL, process=4,
-               error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"})
-    run.append("5.1", [8], start=7, end=9, type=FAIL, process=5,
-               error={"class": "MetadataChangedException", "raw": "Metadata changed since last commit."})
+    run.append(
+        "4.1",
+        [9],
+        start=7,
+        end=9,
+        type=FAIL,
+        process=4,
+        error={"class": "commit-conflict-unclassified", "raw": "Failed to commit transaction: 0"},
+    )
+    run.append(
+        "5.1",
+        [8],
+        start=7,
+        end=9,
+        type=FAIL,
+        process=5,
+        error={"class": "MetadataChangedException", "raw": "Metadata changed since last commit."},
+    )
     res = metadata.check(*run.build())
     assert res.verdict.value == "valid"  # a class finding is no safety violation
     assert res.stats["conflict_classes_near_metadata_changes"] == {
-        "commit-conflict-unclassified": 1, "MetadataChangedException": 1}
+        "commit-conflict-unclassified": 1,
+        "MetadataChangedException": 1,
+    }
     assert [f["op"] for f in res.stats["e4_class_findings"]] == ["4.1"]
 
 
@@ -136,8 +160,8 @@ def test_deltars_client_pads_appends_and_rejects_user_properties(tmp_path: Path)
     fills it with NULL; SET TBLPROPERTIES takes only delta.* keys it knows,
     which is why "set-properties" is not in its capabilities."""
     deltalake = pytest.importorskip("deltalake")
-    from harness.engines.base import ClientConfig
     from harness.core.table import Column
+    from harness.engines.base import ClientConfig
     from harness.engines.deltars import DELTARS_CAPABILITIES, DeltaRsClient
     from workloads.metadata import MetadataWorkload
 
@@ -158,8 +182,22 @@ def test_deltars_client_pads_appends_and_rejects_user_properties(tmp_path: Path)
 
 @pytest.mark.integration
 def test_metadata_on_delta_rs(results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "metadata", "--engine", "delta-rs", "--storage", "local", "--concurrency", "4",
-                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "metadata",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
@@ -181,8 +219,24 @@ def test_metadata_on_sail(results_dir: Path) -> None:
     """Sail 0.7.2: SET TBLPROPERTIES works, ADD COLUMNS is unsupported, and no
     commit carries a readVersion: writes racing a metadata change are judged
     unknown, never passed."""
-    res = run_cli("run", "--workload", "metadata", "--engine", "sail", "--storage", "local", "--nodes", "1",
-                  "--concurrency", "4", "--time-limit", "8", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "metadata",
+        "--engine",
+        "sail",
+        "--storage",
+        "local",
+        "--nodes",
+        "1",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "8",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     doc = load_results(only_run_dir(results_dir))
     assert not any(c["verdict"] == "invalid" for c in doc["checkers"]), res.stdout
     m = next(c for c in doc["checkers"] if c["checker"] == "metadata-conflicts")

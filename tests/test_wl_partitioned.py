@@ -12,8 +12,8 @@ from checkers import partitions
 from checkers.base import Verdict
 from tests.conftest import load_results, only_run_dir, run_cli
 from tests.synth import SynthRun, rows_table
-from workloads.partitioned import PARTITIONS, PartitionedWorkload
 from workloads.base import SlotGenerator
+from workloads.partitioned import PARTITIONS, PartitionedWorkload
 
 A, B = list(PARTITIONS[0]), list(PARTITIONS[1])
 CONFLICT = {"class": "ConcurrentAppendException", "raw": "Commit failed: a concurrent transactions added new data"}
@@ -24,25 +24,46 @@ def _partitioned_run() -> SynthRun:
     for a in run.commits[0]:
         if "metaData" in a:
             schema = json.loads(a["metaData"]["schemaString"])
-            schema["fields"] += [{"name": c, "type": "string", "nullable": True, "metadata": {}}
-                                 for c in ("day", "country")]
+            schema["fields"] += [
+                {"name": c, "type": "string", "nullable": True, "metadata": {}} for c in ("day", "country")
+            ]
             a["metaData"]["schemaString"] = json.dumps(schema)
             a["metaData"]["partitionColumns"] = ["day", "country"]
     return run
 
 
-def _pcommit(run: SynthRun, op: str, rows: list[tuple[int, str]], partition: list[str],
-             removes: list[tuple[str, list[str]]] = ()) -> int:
+def _pcommit(
+    run: SynthRun, op: str, rows: list[tuple[int, str]], partition: list[str], removes: list[tuple[str, list[str]]] = ()
+) -> int:
     """One commit by `op`: one file of `rows` in `partition`, removing files."""
     v = run.latest + 1
     path = f"day={partition[0]}/country={partition[1]}/f{v}.parquet"
     run.file_tables[path] = rows_table(rows)
     pv = {"day": partition[0], "country": partition[1]}
     actions: list[dict] = [{"commitInfo": {"timestamp": v, "operation": "UPDATE", "dj.op": op}}]
-    actions += [{"remove": {"path": p, "deletionTimestamp": 0, "dataChange": True,
-                            "partitionValues": {"day": part[0], "country": part[1]}}} for p, part in removes]
-    actions.append({"add": {"path": path, "partitionValues": pv, "size": 100, "modificationTime": 0,
-                            "dataChange": True, "stats": json.dumps({"numRecords": len(rows)})}})
+    actions += [
+        {
+            "remove": {
+                "path": p,
+                "deletionTimestamp": 0,
+                "dataChange": True,
+                "partitionValues": {"day": part[0], "country": part[1]},
+            }
+        }
+        for p, part in removes
+    ]
+    actions.append(
+        {
+            "add": {
+                "path": path,
+                "partitionValues": pv,
+                "size": 100,
+                "modificationTime": 0,
+                "dataChange": True,
+                "stats": json.dumps({"numRecords": len(rows)}),
+            }
+        }
+    )
     run.commits[v] = actions
     return v
 
@@ -54,15 +75,18 @@ def _load(run: SynthRun) -> tuple[str, str]:
     return f"day={A[0]}/country={A[1]}/f1.parquet", f"day={B[0]}/country={B[1]}/f2.parquet"
 
 
-def _update(run: SynthRun, op: str, partition: list[str], variant: str, start: int, end: int,
-            type: str = "ok", process: int = 1) -> None:
-    run.invoke(op, "update", {"partition": partition, "variant": variant, "mod": 5, "rem": 1},
-               time=start, process=process)
+def _update(
+    run: SynthRun, op: str, partition: list[str], variant: str, start: int, end: int, type: str = "ok", process: int = 1
+) -> None:
+    run.invoke(
+        op, "update", {"partition": partition, "variant": variant, "mod": 5, "rem": 1}, time=start, process=process
+    )
     run.complete(op, type, time=end, error=CONFLICT if type == "fail" else None)
 
 
-def _race(loser_partition: list[str], loser_variant: str, winner_partition: list[str] = A,
-          winner_variant: str = "literal") -> SynthRun:
+def _race(
+    loser_partition: list[str], loser_variant: str, winner_partition: list[str] = A, winner_variant: str = "literal"
+) -> SynthRun:
     """The winner commits an UPDATE in its partition while the loser runs and fails."""
     run = _partitioned_run()
     fa, fb = _load(run)
@@ -93,7 +117,8 @@ def test_no_literal_loser_may_conflict_and_is_counted() -> None:
     assert res.verdict is Verdict.VALID, res.explanation
     assert res.stats["conflict_rate_by_variant"] == {
         "literal": {"attempts": 1, "conflicts": 0, "rate": 0.0},
-        "no-literal": {"attempts": 1, "conflicts": 1, "rate": 1.0}}
+        "no-literal": {"attempts": 1, "conflicts": 1, "rate": 1.0},
+    }
     assert "no-literal: 1/1" in res.explanation
 
 
@@ -165,8 +190,22 @@ def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str
     # under load saw only 4 literal ones in 6 s, each beside a same-partition
     # writer: 15 s gave 8-12 P1 deviations in each of three runs alone.
     seconds = "6" if storage == "local" else "15"
-    res = run_cli("run", "--workload", "partitioned", "--engine", engine, "--storage", storage,
-                  "--concurrency", "4", "--time-limit", seconds, "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "partitioned",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        seconds,
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     doc = load_results(only_run_dir(results_dir))
     by_name = {c["checker"]: c for c in doc["checkers"]}
     others = {n: c["verdict"] for n, c in by_name.items() if n != partitions.NAME}
@@ -188,5 +227,7 @@ def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str
     assert pc["anomalies"], f"{engine}: no P1 deviation any more: the pinned finding is gone ({pc['stats']})"
     assert res.returncode == 1 and doc["verdict"] == "invalid", res.stdout + res.stderr
     assert {a["claim"] for a in pc["anomalies"]} == {"P1"}
-    pytest.xfail(f"deviation (spec P1): {engine} refused {len(pc['anomalies'])} write(s) on a partition no "
-                 f"concurrent writer touched; first: {pc['anomalies'][0]['explanation'][:200]}")
+    pytest.xfail(
+        f"deviation (spec P1): {engine} refused {len(pc['anomalies'])} write(s) on a partition no "
+        f"concurrent writer touched; first: {pc['anomalies'][0]['explanation'][:200]}"
+    )

@@ -120,15 +120,32 @@ def test_upsert_generator_draws_distinct_keys_and_names_them() -> None:
     assert "unique-key" in wl.checkers and set(wl.checkers) <= set(CHECKERS)
     gen = SlotGenerator(7, 0)
     merges = [op for op in (wl.next_op(gen) for _ in range(200)) if op.f == "merge"]
-    assert merges and all(len(set(op.value["read_keys"])) == len(op.value["read_keys"]) == len(op.value["ids"])
-                          for op in merges)
+    assert merges and all(
+        len(set(op.value["read_keys"])) == len(op.value["read_keys"]) == len(op.value["ids"]) for op in merges
+    )
     assert {len(op.value["read_keys"]) for op in merges} == {1, 2, 3}
     assert wl.primitive("merge") == "merge"
 
 
 def _run(engine: str, storage: str, results_dir: Path, *extra: str) -> tuple[dict, Path]:
-    res = run_cli("run", "--workload", "upsert", "--engine", engine, "--storage", storage, "--concurrency", "4",
-                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress", *extra, timeout=240)
+    res = run_cli(
+        "run",
+        "--workload",
+        "upsert",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+        *extra,
+        timeout=240,
+    )
     run_dir = only_run_dir(results_dir)
     doc = load_results(run_dir)
     assert res.returncode == 0, res.stdout + res.stderr

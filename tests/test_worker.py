@@ -71,8 +71,8 @@ def test_a_harness_fault_makes_a_run_unknown_and_is_named(tmp_path: Path) -> Non
     import json
     import shutil
 
-    from harness.check.pipeline import check_run
     from harness.bench.synth_run import write_run
+    from harness.check.pipeline import check_run
 
     run = tmp_path / "run"
     write_run(run, 50, seed=3)
@@ -80,10 +80,24 @@ def test_a_harness_fault_makes_a_run_unknown_and_is_named(tmp_path: Path) -> Non
     assert check_run(run).verdict.value == "valid"
     last = json.loads(lines[-1])
     t = last["time"] + 1
-    for type_, extra in (("invoke", {}), ("info", {"error": {"class": "harness-fault",
-                                                              "raw": "TypeError: boom (at harness/x.py:1)"}})):
-        lines.append(json.dumps({"index": len(lines), "time": t, "process": 0, "type": type_, "f": "txn",
-                                 "id": "0.999", "value": None, **extra}))
+    for type_, extra in (
+        ("invoke", {}),
+        ("info", {"error": {"class": "harness-fault", "raw": "TypeError: boom (at harness/x.py:1)"}}),
+    ):
+        lines.append(
+            json.dumps(
+                {
+                    "index": len(lines),
+                    "time": t,
+                    "process": 0,
+                    "type": type_,
+                    "f": "txn",
+                    "id": "0.999",
+                    "value": None,
+                    **extra,
+                }
+            )
+        )
     (run / "history.jsonl").write_text("\n".join(lines) + "\n")
     report = check_run(run)
     assert report.verdict.value == "unknown"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.deltalog import read_log
 from harness.core.history import ErrorClass, load_history
+from harness.deltalog import read_log
 from tests.conftest import load_results, only_run_dir, run_cli
 
 pytestmark = pytest.mark.integration
@@ -15,8 +15,22 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3"), ("delta-spark", "local")])
 def test_register_is_valid_and_feeds_the_serializability_checker(engine: str, storage: str, results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "register", "--engine", engine, "--storage", storage, "--concurrency", "4",
-                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "register",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     by_name = {c["checker"]: c for c in doc["checkers"]}
@@ -39,9 +53,22 @@ def test_register_is_valid_and_feeds_the_serializability_checker(engine: str, st
 
 
 def test_register_serializable_level_is_read_from_the_log(results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "register", "--engine", "delta-rs", "--storage", "local",
-                  "--isolation", "Serializable", "--time-limit", "3", "--results-dir", str(results_dir),
-                  "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "register",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--isolation",
+        "Serializable",
+        "--time-limit",
+        "3",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     ser = next(c for c in doc["checkers"] if c["checker"] == "serializability")
@@ -52,8 +79,22 @@ def test_register_serializable_level_is_read_from_the_log(results_dir: Path) -> 
 
 @pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3")])
 def test_bank_conserves_the_total(engine: str, storage: str, results_dir: Path) -> None:
-    res = run_cli("run", "--workload", "bank", "--engine", engine, "--storage", storage, "--concurrency", "4",
-                  "--time-limit", "6", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "bank",
+        "--engine",
+        engine,
+        "--storage",
+        storage,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
@@ -67,9 +108,24 @@ def test_delete_insert_on_delta_rs(level: str, results_dir: Path) -> None:
     """Spec C16 at scale: range DELETEs against concurrent blind INSERTs. The
     DELETEs' predicates and read versions (delta-rs records readVersion on
     DELETE) feed predicate anti-dependencies; the verdict is judged per level."""
-    res = run_cli("run", "--workload", "delete-insert", "--engine", "delta-rs", "--storage", "local",
-                  "--isolation", level, "--concurrency", "4", "--time-limit", "5",
-                  "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "delete-insert",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--isolation",
+        level,
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "5",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = load_results(only_run_dir(results_dir))
     ser = next(c for c in doc["checkers"] if c["checker"] == "serializability")
@@ -81,8 +137,22 @@ def test_delete_insert_on_delta_rs(level: str, results_dir: Path) -> None:
 def test_delete_insert_on_sail_is_unknown_where_deletes_cannot_be_attributed(results_dir: Path) -> None:
     """Sail's SQL DELETE writes no rows and no op id into commitInfo, and no
     readVersion: the checker says unknown for such commits instead of guessing."""
-    res = run_cli("run", "--workload", "delete-insert", "--engine", "sail", "--nodes", "1", "--concurrency", "3",
-                  "--time-limit", "8", "--results-dir", str(results_dir), "--no-progress")
+    res = run_cli(
+        "run",
+        "--workload",
+        "delete-insert",
+        "--engine",
+        "sail",
+        "--nodes",
+        "1",
+        "--concurrency",
+        "3",
+        "--time-limit",
+        "8",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
     run_dir = only_run_dir(results_dir)
     doc = load_results(run_dir)
     ser = next(c for c in doc["checkers"] if c["checker"] == "serializability")

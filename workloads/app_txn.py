@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 APPS = 2
@@ -55,8 +54,12 @@ class AppTxnWorkload(Workload):
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("app", "STRING"), Column("txn", "BIGINT"),
-                     Column("writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("app", "STRING"),
+                Column("txn", "BIGINT"),
+                Column("writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
@@ -69,11 +72,22 @@ class AppTxnWorkload(Workload):
             return self.read_op(gen, op_id)
         if recent and r < READ_FRACTION + RETRY_FRACTION:
             orig_id, orig = gen.rng.choice(recent)
-            return OpSpec("write", op_id, {"app_id": orig["app_id"], "txn_version": orig["txn_version"],
-                                           "ids": list(orig["ids"]), "retry_of": orig_id})
+            return OpSpec(
+                "write",
+                op_id,
+                {
+                    "app_id": orig["app_id"],
+                    "txn_version": orig["txn_version"],
+                    "ids": list(orig["ids"]),
+                    "retry_of": orig_id,
+                },
+            )
         n = gen.rng.randint(1, MAX_BATCH)
-        value = {"app_id": app_of(slot), "txn_version": gen.seq * TXN_STRIDE + slot,
-                 "ids": [row_id(slot + 1, gen.seq, j) for j in range(n)]}
+        value = {
+            "app_id": app_of(slot),
+            "txn_version": gen.seq * TXN_STRIDE + slot,
+            "ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
+        }
         recent.append((op_id, value))
         del recent[:-RETRY_WINDOW]
         return OpSpec("write", op_id, value)

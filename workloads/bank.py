@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 ACCOUNTS = 8
@@ -34,16 +33,31 @@ class BankWorkload(Workload):
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("balance", "BIGINT"),
-                     Column("writer", "STRING"), Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("k", "BIGINT"),
+                Column("balance", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
     def setup_ops(self, gen: SlotGenerator) -> list[OpSpec]:
         op_id = gen.next_id()
-        return [OpSpec("load", op_id, {
-            "ids": [row_id(0, gen.seq, k) for k in range(ACCOUNTS)], "keys": list(range(ACCOUNTS)),
-            "balance": INITIAL_BALANCE, "total": ACCOUNTS * INITIAL_BALANCE, "via": "sql"})]
+        return [
+            OpSpec(
+                "load",
+                op_id,
+                {
+                    "ids": [row_id(0, gen.seq, k) for k in range(ACCOUNTS)],
+                    "keys": list(range(ACCOUNTS)),
+                    "balance": INITIAL_BALANCE,
+                    "total": ACCOUNTS * INITIAL_BALANCE,
+                    "via": "sql",
+                },
+            )
+        ]
 
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
@@ -51,22 +65,33 @@ class BankWorkload(Workload):
             return self.read_op(gen, op_id)
         a, b = gen.rng.sample(range(ACCOUNTS), 2)
         slot = gen.slot if isinstance(gen.slot, int) else 0
-        return OpSpec("transfer", op_id, {"from": a, "to": b, "amount": gen.rng.randint(1, MAX_TRANSFER),
-                                          "ids": [row_id(slot + 1, gen.seq, 0), row_id(slot + 1, gen.seq, 1)]})
+        return OpSpec(
+            "transfer",
+            op_id,
+            {
+                "from": a,
+                "to": b,
+                "amount": gen.rng.randint(1, MAX_TRANSFER),
+                "ids": [row_id(slot + 1, gen.seq, 0), row_id(slot + 1, gen.seq, 1)],
+            },
+        )
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
         if f == "load":
-            rows = [(i, k, value["balance"], op["id"], None) for i, k in zip(value["ids"], value["keys"])]
+            rows = [(i, k, value["balance"], op["id"], None) for i, k in zip(value["ids"], value["keys"], strict=True)]
             return client.append(rows, table, value["via"], op["id"])
         if f == "transfer":
             a, b, x = int(value["from"]), int(value["to"]), int(value["amount"])
             id1, id2 = (int(i) for i in value["ids"])
             res = client.update(
                 f"k IN ({a}, {b})",
-                {"balance": f"CASE WHEN k = {a} THEN balance - {x} ELSE balance + {x} END",
-                 "id": f"CASE WHEN k = {a} THEN {id1} ELSE {id2} END",
-                 "prev_writer": "writer", "writer": f"'{op['id']}'"},
+                {
+                    "balance": f"CASE WHEN k = {a} THEN balance - {x} ELSE balance + {x} END",
+                    "id": f"CASE WHEN k = {a} THEN {id1} ELSE {id2} END",
+                    "prev_writer": "writer",
+                    "writer": f"'{op['id']}'",
+                },
                 op["id"],
             )
             res.value = {**value, **(res.value or {})}

@@ -14,8 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engines.base import EngineClient, OpResult
 from harness.core.table import TableSpec
+from harness.engines.base import EngineClient, OpResult
 
 
 @dataclass
@@ -51,6 +51,9 @@ class Workload(ABC):
     name: str
     # Names of the checkers (see checkers/__init__.py) that apply.
     checkers: tuple[str, ...]
+    # Globs, relative to the table folder, of the other tables the workload
+    # writes there (create-race's rounds); recorded in spec.json for `check`.
+    related_tables: tuple[str, ...] = ()
     # The engine primitive each op needs (see EngineClient): an engine whose
     # capabilities lack it reports the op unsupported.
     primitives: dict[str, str] = {}

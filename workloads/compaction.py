@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 KEY_SPACE = 16
@@ -26,22 +25,39 @@ MAX_BATCH = 3
 ZORDER_BY = ["k"]
 
 # Cumulative op mix: mostly small appends, so compactions have files to merge.
-_MIX = (("read", 0.10), ("append", 0.55), ("update", 0.65), ("delete", 0.72), ("optimize", 0.86),
-        ("optimize-zorder", 1.0))
+_MIX = (
+    ("read", 0.10),
+    ("append", 0.55),
+    ("update", 0.65),
+    ("delete", 0.72),
+    ("optimize", 0.86),
+    ("optimize-zorder", 1.0),
+)
 
 
 class CompactionWorkload(Workload):
     name = "compaction"
     checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "compaction")
-    primitives = {"append": "append", "update": "update", "delete": "delete", "optimize": "optimize",
-                  "optimize-zorder": "optimize", "read": "read"}
+    primitives = {
+        "append": "append",
+        "update": "update",
+        "delete": "delete",
+        "optimize": "optimize",
+        "optimize-zorder": "optimize",
+        "read": "read",
+    }
     row_key = "id"
     predicate_column = "k"
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("v", "BIGINT"),
-                     Column("writer", "STRING"), Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("k", "BIGINT"),
+                Column("v", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
@@ -55,9 +71,15 @@ class CompactionWorkload(Workload):
             return self.read_op(gen, op_id)
         if f == "append":
             n = rng.randint(1, MAX_BATCH)
-            return OpSpec("append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
-                                            "keys": [rng.randrange(KEY_SPACE) for _ in range(n)],
-                                            "via": rng.choice(VIAS)})
+            return OpSpec(
+                "append",
+                op_id,
+                {
+                    "ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
+                    "keys": [rng.randrange(KEY_SPACE) for _ in range(n)],
+                    "via": rng.choice(VIAS),
+                },
+            )
         if f == "update":
             return OpSpec("update", op_id, {"key": rng.randrange(KEY_SPACE), "value": row_id(slot + 1, gen.seq, 0)})
         if f == "delete":
@@ -67,12 +89,14 @@ class CompactionWorkload(Workload):
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
         if f == "append":
-            rows = [(i, k, 0, op["id"], None) for i, k in zip(value["ids"], value["keys"])]
+            rows = [(i, k, 0, op["id"], None) for i, k in zip(value["ids"], value["keys"], strict=True)]
             return client.append(rows, table, value["via"], op["id"])
         if f == "update":
-            res = client.update(f"k = {int(value['key'])}",
-                                {"v": str(int(value["value"])), "prev_writer": "writer", "writer": f"'{op['id']}'"},
-                                op["id"])
+            res = client.update(
+                f"k = {int(value['key'])}",
+                {"v": str(int(value["value"])), "prev_writer": "writer", "writer": f"'{op['id']}'"},
+                op["id"],
+            )
         elif f == "delete":
             res = client.delete(f"k = {int(value['key'])}", op["id"])
         elif f in ("optimize", "optimize-zorder"):

@@ -26,9 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 PERIOD_S = 0.5  # first gap between rounds; grows while slots fall behind
@@ -100,8 +99,11 @@ class CreateRaceWorkload(Workload):
         if st.phase == 1:
             st.phase = 2
             slot = gen.slot if isinstance(gen.slot, int) else 0
-            return OpSpec("append", op_id, {"round": st.round, "table": table,
-                                            "ids": [row_id(slot + 1, gen.seq, 0)], "via": "dataframe"})
+            return OpSpec(
+                "append",
+                op_id,
+                {"round": st.round, "table": table, "ids": [row_id(slot + 1, gen.seq, 0)], "via": "dataframe"},
+            )
         st.phase = 0
         return OpSpec("read", op_id, {"round": st.round, "table": table, "via": "dataframe"})
 

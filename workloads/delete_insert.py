@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 KEY_SPACE = 64
@@ -34,8 +33,12 @@ class DeleteInsertWorkload(Workload):
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("writer", "STRING"),
-                     Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("k", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
@@ -49,14 +52,20 @@ class DeleteInsertWorkload(Workload):
             return OpSpec("delete", op_id, {"predicate": [lo, min(KEY_SPACE - 1, lo + gen.rng.randrange(MAX_RANGE))]})
         slot = gen.slot if isinstance(gen.slot, int) else 0
         n = gen.rng.randint(1, MAX_BATCH)
-        return OpSpec("insert", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
-                                        "keys": [gen.rng.randrange(KEY_SPACE) for _ in range(n)],
-                                        "via": gen.rng.choice(VIAS)})
+        return OpSpec(
+            "insert",
+            op_id,
+            {
+                "ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
+                "keys": [gen.rng.randrange(KEY_SPACE) for _ in range(n)],
+                "via": gen.rng.choice(VIAS),
+            },
+        )
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
         if f == "insert":
-            rows = [(i, k, op["id"], None) for i, k in zip(value["ids"], value["keys"])]
+            rows = [(i, k, op["id"], None) for i, k in zip(value["ids"], value["keys"], strict=True)]
             return client.append(rows, table, value["via"], op["id"])
         if f == "delete":
             lo, hi = (int(x) for x in value["predicate"])

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 KEYS = 6
@@ -49,7 +48,7 @@ def append_select(op_id: str, ids: list[int], keys: list[int]) -> str:
     """The SELECT of one list-append transaction; `{table}` is the target.
     Portable between Spark SQL and DataFusion (no MAX_BY); a tail shared by
     two elements (after a lost append) still yields one row per key."""
-    src = ", ".join(f"({int(i)}, {int(k)})" for i, k in zip(ids, keys))
+    src = ", ".join(f"({int(i)}, {int(k)})" for i, k in zip(ids, keys, strict=True))
     in_keys = ", ".join(str(int(k)) for k in keys)
     return (
         f"SELECT s.id, s.k, COALESCE(c.n, 0) AS pos, '{op_id}' AS writer, c.w AS prev_writer "
@@ -62,8 +61,15 @@ def append_select(op_id: str, ids: list[int], keys: list[int]) -> str:
 
 class ListAppendWorkload(Workload):
     name = "list-append"
-    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
-                "list-append")
+    checkers = (
+        "log-sanity",
+        "durability",
+        "atomicity",
+        "duplicates",
+        "read-validity",
+        "serializability",
+        "list-append",
+    )
     primitives = {"append": "insert_select", "read": "read"}
     # A key's list is one logical row whose versions are its elements.
     row_key = "k"
@@ -71,8 +77,13 @@ class ListAppendWorkload(Workload):
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("pos", "BIGINT"),
-                     Column("writer", "STRING"), Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("k", "BIGINT"),
+                Column("pos", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
@@ -82,14 +93,16 @@ class ListAppendWorkload(Workload):
             return self.read_op(gen, op_id)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         keys = sorted(gen.rng.sample(range(KEYS), gen.rng.randint(1, MAX_KEYS_PER_TXN)))
-        return OpSpec("append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(len(keys))],
-                                        "read_keys": keys})
+        return OpSpec(
+            "append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(len(keys))], "read_keys": keys}
+        )
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
         if f == "append":
-            res = client.insert_select(COLUMNS, append_select(op["id"], value["ids"], value["read_keys"]),
-                                       ["k", "pos"], op["id"])
+            res = client.insert_select(
+                COLUMNS, append_select(op["id"], value["ids"], value["read_keys"]), ["k", "pos"], op["id"]
+            )
             res.value = {**value, **(res.value or {})}
             return res
         if f == "read":

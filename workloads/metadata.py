@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import VIAS, OpSpec, SlotGenerator
 from workloads.register import KEYS, RegisterWorkload
 
@@ -50,10 +49,23 @@ class MetadataWorkload(RegisterWorkload):
     """Register's table and initial load, plus appends and metadata changes."""
 
     name = "metadata"
-    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
-                "metadata-conflicts")
-    primitives = {"load": "append", "append": "append", "write": "update", "read": "read",
-                  "set-property": "set-properties", "add-column": "add-columns"}
+    checkers = (
+        "log-sanity",
+        "durability",
+        "atomicity",
+        "duplicates",
+        "read-validity",
+        "serializability",
+        "metadata-conflicts",
+    )
+    primitives = {
+        "load": "append",
+        "append": "append",
+        "write": "update",
+        "read": "read",
+        "set-property": "set-properties",
+        "add-column": "add-columns",
+    }
 
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
@@ -72,8 +84,9 @@ class MetadataWorkload(RegisterWorkload):
         if r < ADD_COLUMN_FRACTION:
             return OpSpec("add-column", op_id, {"columns": [[column_name(op_id), "STRING"]]})
         n = gen.rng.randint(1, MAX_BATCH)
-        return OpSpec("append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)],
-                                        "via": gen.rng.choice(VIAS)})
+        return OpSpec(
+            "append", op_id, {"ids": [row_id(slot + 1, gen.seq, j) for j in range(n)], "via": gen.rng.choice(VIAS)}
+        )
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f, op_id = op["value"], op["f"], op["id"]

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
@@ -69,17 +68,36 @@ def id_range_predicate(p: int) -> str:
 
 class PartitionedWorkload(Workload):
     name = "partitioned"
-    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
-                "partition-conflicts")
-    primitives = {"load": "append", "append": "append", "update": "update", "delete": "delete",
-                  "merge": "merge", "read": "read"}
+    checkers = (
+        "log-sanity",
+        "durability",
+        "atomicity",
+        "duplicates",
+        "read-validity",
+        "serializability",
+        "partition-conflicts",
+    )
+    primitives = {
+        "load": "append",
+        "append": "append",
+        "update": "update",
+        "delete": "delete",
+        "merge": "merge",
+        "read": "read",
+    }
     row_key = "id"
     predicate_column = "id"
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("day", "STRING"), Column("country", "STRING"),
-                     Column("v", "BIGINT"), Column("writer", "STRING"), Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("day", "STRING"),
+                Column("country", "STRING"),
+                Column("v", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             partition_by=("day", "country"),
             properties=self.properties(),
         )
@@ -101,8 +119,7 @@ class PartitionedWorkload(Workload):
         value: dict[str, Any] = {"partition": list(PARTITIONS[p])}
         if f == "append":
             n = rng.randint(1, MAX_BATCH)
-            value.update(ids=[partition_id(p, row_id(slot + 1, gen.seq, j)) for j in range(n)],
-                         via=rng.choice(VIAS))
+            value.update(ids=[partition_id(p, row_id(slot + 1, gen.seq, j)) for j in range(n)], via=rng.choice(VIAS))
             return OpSpec("append", op_id, value)
         value["variant"] = rng.choice(VARIANTS)
         if f == "update":
@@ -114,8 +131,7 @@ class PartitionedWorkload(Workload):
             # and one fresh row (never matched): every source row ends up
             # written by this op, as an update or an insert.
             old = [setup_id(p, j) for j in rng.sample(range(SETUP_ROWS), 2)]
-            value.update(ids=[*old, partition_id(p, row_id(slot + 1, gen.seq, 0))],
-                         value=row_id(slot + 1, gen.seq, 0))
+            value.update(ids=[*old, partition_id(p, row_id(slot + 1, gen.seq, 0))], value=row_id(slot + 1, gen.seq, 0))
         return OpSpec(f, op_id, value)
 
     def _where(self, value: dict[str, Any]) -> str:
@@ -130,9 +146,11 @@ class PartitionedWorkload(Workload):
             rows = [(i, *PARTITIONS[partition_of(i)], 0, op["id"], None) for i in value["ids"]]
             return client.append(rows, table, value["via"], op["id"])
         if f == "update":
-            res = client.update(self._where(value),
-                                {"v": str(int(value["value"])), "prev_writer": "writer", "writer": f"'{op['id']}'"},
-                                op["id"])
+            res = client.update(
+                self._where(value),
+                {"v": str(int(value["value"])), "prev_writer": "writer", "writer": f"'{op['id']}'"},
+                op["id"],
+            )
         elif f == "delete":
             res = client.delete(self._where(value), op["id"])
         elif f == "merge":
@@ -142,9 +160,14 @@ class PartitionedWorkload(Workload):
                 on += f" AND {literal_predicate(day, country, 't')}"
             cols = table.column_names()
             rows = [(i, day, country, int(value["value"]), op["id"], None) for i in value["ids"]]
-            res = client.merge(rows, cols, on,
-                               {"v": "s.v", "prev_writer": "t.writer", "writer": "s.writer"},
-                               {c: f"s.{c}" for c in cols}, op["id"])
+            res = client.merge(
+                rows,
+                cols,
+                on,
+                {"v": "s.v", "prev_writer": "t.writer", "writer": "s.writer"},
+                {c: f"s.{c}" for c in cols},
+                op["id"],
+            )
         elif f == "read":
             res = client.read(["id", "writer"], value.get("via", "dataframe"))
             res.value = {**value, "ids": sorted(r[0] for r in res.value)}

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 KEYS = 8
@@ -33,15 +32,25 @@ class RegisterWorkload(Workload):
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("v", "BIGINT"),
-                     Column("writer", "STRING"), Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("k", "BIGINT"),
+                Column("v", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
     def setup_ops(self, gen: SlotGenerator) -> list[OpSpec]:
         op_id = gen.next_id()
-        return [OpSpec("load", op_id, {"ids": [row_id(SETUP_SLOT, gen.seq, k) for k in range(KEYS)],
-                                       "keys": list(range(KEYS)), "via": "sql"})]
+        return [
+            OpSpec(
+                "load",
+                op_id,
+                {"ids": [row_id(SETUP_SLOT, gen.seq, k) for k in range(KEYS)], "keys": list(range(KEYS)), "via": "sql"},
+            )
+        ]
 
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
@@ -55,13 +64,17 @@ class RegisterWorkload(Workload):
         value = op["value"]
         f = op["f"]
         if f == "load":
-            rows = [(i, k, 0, op["id"], None) for i, k in zip(value["ids"], value["keys"])]
+            rows = [(i, k, 0, op["id"], None) for i, k in zip(value["ids"], value["keys"], strict=True)]
             return client.append(rows, table, value["via"], op["id"])
         if f == "write":
             res = client.update(
                 f"k = {int(value['key'])}",
-                {"id": str(int(value["ids"][0])), "v": str(int(value["value"])),
-                 "prev_writer": "writer", "writer": f"'{op['id']}'"},
+                {
+                    "id": str(int(value["ids"][0])),
+                    "v": str(int(value["value"])),
+                    "prev_writer": "writer",
+                    "writer": f"'{op['id']}'",
+                },
                 op["id"],
             )
             res.value = {**value, **(res.value or {})}

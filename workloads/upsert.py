@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.table import Column, TableSpec
+from harness.core.table import Column, TableSpec, row_id
 from harness.engines.base import EngineClient, OpResult
-from harness.core.table import row_id
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 KEYS = 10
@@ -31,16 +30,20 @@ READ_FRACTION = 0.25
 
 class UpsertWorkload(Workload):
     name = "upsert"
-    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability",
-                "unique-key")
+    checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "serializability", "unique-key")
     primitives = {"merge": "merge", "read": "read"}
     row_key = "k"
     predicate_column = "k"
 
     def table(self) -> TableSpec:
         return TableSpec(
-            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("v", "BIGINT"),
-                     Column("writer", "STRING"), Column("prev_writer", "STRING")),
+            columns=(
+                Column("id", "BIGINT"),
+                Column("k", "BIGINT"),
+                Column("v", "BIGINT"),
+                Column("writer", "STRING"),
+                Column("prev_writer", "STRING"),
+            ),
             properties=self.properties(),
         )
 
@@ -59,8 +62,12 @@ class UpsertWorkload(Workload):
         if f == "merge":
             writer = f"'{op['id']}'"
             res = client.merge(
-                [(int(i), int(k), int(v)) for i, k, v in zip(value["ids"], value["read_keys"], value["values"])],
-                ["id", "k", "v"], "t.k = s.k",
+                [
+                    (int(i), int(k), int(v))
+                    for i, k, v in zip(value["ids"], value["read_keys"], value["values"], strict=True)
+                ],
+                ["id", "k", "v"],
+                "t.k = s.k",
                 {"id": "s.id", "v": "s.v", "prev_writer": "t.writer", "writer": writer},
                 {"id": "s.id", "k": "s.k", "v": "s.v", "writer": writer, "prev_writer": "CAST(NULL AS STRING)"},
                 op["id"],

@@ -21,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.bench.synth_run import write_run
+from harness.check.pipeline import check_run
+
 TARGET_S = 60.0
 TARGET_COMMITS = 100_000
 
@@ -37,8 +40,6 @@ def _dir_size(path: Path) -> int:
 
 
 def generate_one(run_dir: str, commits: int, concurrency: int, seed: int) -> dict:
-    from harness.bench.synth_run import write_run
-
     t0 = time.perf_counter()
     info = write_run(run_dir, commits, commits=commits, concurrency=concurrency, seed=seed)
     return {
@@ -54,8 +55,6 @@ def generate_one(run_dir: str, commits: int, concurrency: int, seed: int) -> dic
 
 
 def measure_one(run_dir: str, profile: str | None = None) -> dict:
-    from harness.check.pipeline import check_run
-
     t0 = time.perf_counter()
     if profile:
         import cProfile
@@ -75,18 +74,22 @@ def measure_one(run_dir: str, profile: str | None = None) -> dict:
 
 
 def _child(args: list[str], timeout: float) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "harness.bench.check", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.bench.check", *args], capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise RuntimeError(tail)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def bench_check(sizes: list[int], concurrency: int = 8, seed: int = 1, keep_dir: str | None = None,
-                profile: str | None = None) -> int:
-    print(f"bench-check: `delta-jepsen check` of stored simulated runs (concurrency {concurrency}, seed {seed}, "
-          f"{os.cpu_count()} CPUs)")
+def bench_check(
+    sizes: list[int], concurrency: int = 8, seed: int = 1, keep_dir: str | None = None, profile: str | None = None
+) -> int:
+    print(
+        f"bench-check: `delta-jepsen check` of stored simulated runs (concurrency {concurrency}, seed {seed}, "
+        f"{os.cpu_count()} CPUs)"
+    )
     root = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="dj-bench-check-"))
     root.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -104,27 +107,33 @@ def bench_check(sizes: list[int], concurrency: int = 8, seed: int = 1, keep_dir:
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     print(f"  {n} commits: generation failed: {e}")
                     return 2
-                print(f"  {n} commits: generated in {gen['generate_s']:.1f} s: {gen['versions']} versions "
-                      f"({gen['committed']} transactions committed, {gen['failed']} failed), {gen['data_files']} "
-                      f"data files, {gen['checkpoints']} checkpoints, {gen['bytes'] / 2**20:.0f} MiB "
-                      f"(generator peak RSS {gen['peak_rss_mb']} MB)")
+                print(
+                    f"  {n} commits: generated in {gen['generate_s']:.1f} s: {gen['versions']} versions "
+                    f"({gen['committed']} transactions committed, {gen['failed']} failed), {gen['data_files']} "
+                    f"data files, {gen['checkpoints']} checkpoints, {gen['bytes'] / 2**20:.0f} MiB "
+                    f"(generator peak RSS {gen['peak_rss_mb']} MB)"
+                )
             try:
                 m = _child(["measure", str(run_dir), *([f"{profile}.{n}"] if profile else [])], 3600)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 print(f"  {n} commits: check failed: {e}")
                 return 2
             rows.append((n, gen, m))
-            print(f"  {n} commits: check {m['check_s']:.1f} s end to end (load history, read log, read every data "
-                  f"file, {', '.join(m['checkers'])}, write results.json); peak RSS {m['peak_rss_mb']} MB; "
-                  f"verdict {m['verdict']}")
+            print(
+                f"  {n} commits: check {m['check_s']:.1f} s end to end (load history, read log, read every data "
+                f"file, {', '.join(m['checkers'])}, write results.json); peak RSS {m['peak_rss_mb']} MB; "
+                f"verdict {m['verdict']}"
+            )
     finally:
         if not keep_dir:
             shutil.rmtree(root, ignore_errors=True)
     big = [r for r in rows if r[0] >= TARGET_COMMITS]
     if big:
         n, _, m = big[-1]
-        print(f"  target: {TARGET_COMMITS // 1000}k commits checked in <= {TARGET_S:.0f} s: "
-              f"{'met' if m['check_s'] <= TARGET_S else 'MISSED'} ({m['check_s']:.1f} s at {n} commits)")
+        print(
+            f"  target: {TARGET_COMMITS // 1000}k commits checked in <= {TARGET_S:.0f} s: "
+            f"{'met' if m['check_s'] <= TARGET_S else 'MISSED'} ({m['check_s']:.1f} s at {n} commits)"
+        )
     bad = [r for r in rows if r[2]["verdict"] != "valid"]
     if bad:
         print(f"  verdict not valid for {', '.join(str(r[0]) for r in bad)}: the generator or a checker is wrong")

@@ -14,15 +14,15 @@ import subprocess
 import sys
 import time
 
+from checkers.txn_graph import analyze
+from harness.bench.simulate import SimConfig, run
+
 TARGET_1M_S = 30.0
 MOONSHOT_1M_S = 10.0
 TARGET_RSS_MB = 3 * 1024
 
 
 def measure_one(n: int, concurrency: int, level: str, seed: int) -> dict:
-    from checkers.txn_graph import analyze
-    from harness.bench.simulate import SimConfig, run
-
     t0 = time.perf_counter()
     sim = run(SimConfig(n_txns=n, concurrency=concurrency, n_keys=max(64, n // 10), isolation=level, seed=seed))
     t1 = time.perf_counter()
@@ -43,34 +43,46 @@ def measure_one(n: int, concurrency: int, level: str, seed: int) -> dict:
 
 
 def bench_checker(sizes: list[int], concurrency: int, level: str, seed: int) -> int:
-    print(f"bench-checker: serializability analysis on simulated histories "
-          f"(concurrency {concurrency}, {level}, seed {seed})")
-    print(f"  {'attempted':>10} {'committed':>10} {'generate':>9} {'analyze':>9} {'txns/s':>9} {'peak RSS':>9}"
-          f" {'backward':>9} {'anomalies':>9}")
+    print(
+        f"bench-checker: serializability analysis on simulated histories "
+        f"(concurrency {concurrency}, {level}, seed {seed})"
+    )
+    print(
+        f"  {'attempted':>10} {'committed':>10} {'generate':>9} {'analyze':>9} {'txns/s':>9} {'peak RSS':>9}"
+        f" {'backward':>9} {'anomalies':>9}"
+    )
     rows = []
     for n in sizes:
         proc = subprocess.run(
             [sys.executable, "-m", "harness.bench.checker", str(n), str(concurrency), level, str(seed)],
-            capture_output=True, text=True, timeout=900,
+            capture_output=True,
+            text=True,
+            timeout=900,
         )
         if proc.returncode != 0:
             print(f"  {n:>10} failed: {proc.stderr.strip().splitlines()[-1:]}")
             return 2
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(r)
-        print(f"  {r['n']:>10} {r['committed']:>10} {r['generate_s']:>8.2f}s {r['analyze_s']:>8.2f}s "
-              f"{r['txns_per_s'] or 0:>9} {r['peak_rss_mb']:>7} MB {r['backward_edges']:>9} {r['anomalies']:>9}")
+        print(
+            f"  {r['n']:>10} {r['committed']:>10} {r['generate_s']:>8.2f}s {r['analyze_s']:>8.2f}s "
+            f"{r['txns_per_s'] or 0:>9} {r['peak_rss_mb']:>7} MB {r['backward_edges']:>9} {r['anomalies']:>9}"
+        )
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
-        growth = (b["analyze_s"] / a["analyze_s"]) / (b["committed"] / a["committed"]) if a["analyze_s"] else float("nan")
+        growth = (
+            (b["analyze_s"] / a["analyze_s"]) / (b["committed"] / a["committed"]) if a["analyze_s"] else float("nan")
+        )
         print(f"  growth: time per transaction at {b['n']} is {growth:.2f}x that at {a['n']} (1.00 = linear)")
     big = [r for r in rows if r["n"] >= 1_000_000]
     if big:
         r = big[-1]
-        print(f"  target 1M <= {TARGET_1M_S:.0f} s: {'met' if r['analyze_s'] <= TARGET_1M_S else 'MISSED'} "
-              f"({r['analyze_s']:.1f} s); moonshot <= {MOONSHOT_1M_S:.0f} s: "
-              f"{'met' if r['analyze_s'] <= MOONSHOT_1M_S else 'not met'}; "
-              f"peak RSS <= {TARGET_RSS_MB} MB: {'met' if r['peak_rss_mb'] <= TARGET_RSS_MB else 'MISSED'}")
+        print(
+            f"  target 1M <= {TARGET_1M_S:.0f} s: {'met' if r['analyze_s'] <= TARGET_1M_S else 'MISSED'} "
+            f"({r['analyze_s']:.1f} s); moonshot <= {MOONSHOT_1M_S:.0f} s: "
+            f"{'met' if r['analyze_s'] <= MOONSHOT_1M_S else 'not met'}; "
+            f"peak RSS <= {TARGET_RSS_MB} MB: {'met' if r['peak_rss_mb'] <= TARGET_RSS_MB else 'MISSED'}"
+        )
     return 0
 
 

@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.run.workers import Worker
-from harness.engines import make_client, make_engine
 from harness.core.history import INVOKE, HistoryWriter, OpError
+from harness.engines import make_client, make_engine
 from harness.run.storage import open_storage
+from harness.run.workers import Worker
 from workloads import make_workload
 from workloads.base import SlotGenerator
 
@@ -66,8 +66,16 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
                         history.record(process=0, type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node="n1")
                         reply = worker.call(op, 30)
                         err = OpError.from_json(reply["error"]) if reply.get("error") else None
-                        history.record(process=0, type=reply["type"], f=op["f"], id=op["id"], value=reply.get("value"),
-                                       version=reply.get("version"), node="n1", error=err)
+                        history.record(
+                            process=0,
+                            type=reply["type"],
+                            f=op["f"],
+                            id=op["id"],
+                            value=reply.get("value"),
+                            version=reply.get("version"),
+                            node="n1",
+                            error=err,
+                        )
                         total = time.perf_counter_ns() - t
                         lat.append(total / 1e6)
                         overhead.append((total - reply["engine_ns"]) / 1e6)
@@ -82,15 +90,25 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
     bare_rate, harness_rate = n_ops / (sum(bare_lat) / 1e3), n_ops / (sum(lat) / 1e3)
     ratio = harness_rate / bare_rate
     p50, p99 = statistics.median(overhead), _pct(overhead, 0.99)
-    print(f"bench-overhead: engine {engine_name}, storage {storage_kind}, {n_ops} ops (append workload mix, seed {SEED})")
-    print(f"  bare loop : {bare_rate:8.1f} ops/s   latency p50 {statistics.median(bare_lat):7.2f} ms  p99 {_pct(bare_lat, 0.99):7.2f} ms")
-    print(f"  harness   : {harness_rate:8.1f} ops/s   latency p50 {statistics.median(lat):7.2f} ms  p99 {_pct(lat, 0.99):7.2f} ms")
+    print(
+        f"bench-overhead: engine {engine_name}, storage {storage_kind}, {n_ops} ops (append workload mix, seed {SEED})"
+    )
+    print(
+        f"  bare loop : {bare_rate:8.1f} ops/s   latency p50 {statistics.median(bare_lat):7.2f} ms  "
+        f"p99 {_pct(bare_lat, 0.99):7.2f} ms"
+    )
+    print(
+        f"  harness   : {harness_rate:8.1f} ops/s   latency p50 {statistics.median(lat):7.2f} ms  "
+        f"p99 {_pct(lat, 0.99):7.2f} ms"
+    )
     print(f"  harness overhead per op (recording + scheduling + IPC): p50 {p50:.3f} ms  p99 {p99:.3f} ms")
     print(f"  throughput: harness = {ratio * 100:.1f}% of bare loop")
     ok1 = p50 <= TARGET_OVERHEAD_P50_MS
     ok2 = ratio >= TARGET_THROUGHPUT_RATIO
-    print(f"  target overhead p50 <= {TARGET_OVERHEAD_P50_MS} ms: {'met' if ok1 else 'MISSED'}; "
-          f"target throughput >= {TARGET_THROUGHPUT_RATIO:.0%} of bare: {'met' if ok2 else 'MISSED'}")
+    print(
+        f"  target overhead p50 <= {TARGET_OVERHEAD_P50_MS} ms: {'met' if ok1 else 'MISSED'}; "
+        f"target throughput >= {TARGET_THROUGHPUT_RATIO:.0%} of bare: {'met' if ok2 else 'MISSED'}"
+    )
     return 0
 
 
@@ -115,7 +133,9 @@ def bench_startup(engine_names: list[str], nodes: int, repeat: int) -> int:
                         phases.setdefault(k, []).append(v)
                 finally:
                     engine.stop_nodes()
-        print(f"  {name:<12} median {statistics.median(times):6.1f} s   min {min(times):6.1f} s   "
-              f"max {max(times):6.1f} s" + "".join(f"   {k.removesuffix('_s')} {statistics.median(v):.1f} s"
-                                                   for k, v in phases.items()))
+        print(
+            f"  {name:<12} median {statistics.median(times):6.1f} s   min {min(times):6.1f} s   "
+            f"max {max(times):6.1f} s"
+            + "".join(f"   {k.removesuffix('_s')} {statistics.median(v):.1f} s" for k, v in phases.items())
+        )
     return 0

@@ -31,8 +31,9 @@ from pathlib import Path
 
 from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, python_argv
-from harness.s3proxy.client import start_proxy
 from harness.run.storage import EmbeddedS3, open_storage
+from harness.s3proxy.client import start_proxy
+from harness.s3proxy.server import read_request
 
 TARGET_ADDED_P50_MS = 2.0
 TARGET_THROUGHPUT = 500.0
@@ -54,7 +55,7 @@ class _Conn:
         self.bucket = bucket
         self.headers = {
             "Authorization": f"AWS4-HMAC-SHA256 Credential={key}/20260101/us-east-1/s3/aws4_request, "
-                             "SignedHeaders=host;x-amz-date, Signature=0",
+            "SignedHeaders=host;x-amz-date, Signature=0",
             "x-amz-date": "20260101T000000Z",
             "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
         }
@@ -152,7 +153,7 @@ def measure(n: int, clients: int, seconds: float) -> ProxyBench:
         try:
             proxy_ep = s3._proxy_proc.endpoint
             d_lat, p_lat = _latency(s3, proxy_ep, n)
-            added = [p - d for p, d in zip(p_lat, d_lat)]
+            added = [p - d for p, d in zip(p_lat, d_lat, strict=True)]
             proxy_rps = _throughput(proxy_ep, s3.bucket, clients, seconds)
             direct_rps = _throughput(s3.endpoint, s3.bucket, clients, seconds)
         finally:
@@ -169,8 +170,18 @@ def measure(n: int, clients: int, seconds: float) -> ProxyBench:
             stub_direct_rps = _throughput(stub_ep, "bench", clients, seconds)
         finally:
             stub.stop()
-    return ProxyBench(n, statistics.median(d_lat), statistics.median(p_lat), statistics.median(added),
-                      _pct(added, 0.99), clients, proxy_rps, direct_rps, stub_proxy_rps, stub_direct_rps)
+    return ProxyBench(
+        n,
+        statistics.median(d_lat),
+        statistics.median(p_lat),
+        statistics.median(added),
+        _pct(added, 0.99),
+        clients,
+        proxy_rps,
+        direct_rps,
+        stub_proxy_rps,
+        stub_direct_rps,
+    )
 
 
 def bench_proxy(n: int, clients: int, seconds: float) -> int:
@@ -180,23 +191,29 @@ def bench_proxy(n: int, clients: int, seconds: float) -> int:
     ok_rps = max(r.proxy_rps, r.stub_proxy_rps) >= TARGET_THROUGHPUT
     print(f"S3 fault proxy, no faults armed; {r.requests} requests each way (PUT 1 KiB / GET / LIST), interleaved")
     print(f"  latency p50: direct {r.direct_p50_ms:.2f} ms, through the proxy {r.proxy_p50_ms:.2f} ms")
-    print(f"  added latency per request: p50 {r.added_p50_ms:.2f} ms, p99 {r.added_p99_ms:.2f} ms  "
-          f"(target p50 <= {TARGET_ADDED_P50_MS:g} ms: {'met' if ok_lat else 'MISSED'})")
-    print(f"  throughput with {r.clients} concurrent clients, in front of moto: through the proxy "
-          f"{r.proxy_rps:.0f} requests/s, moto directly {r.direct_rps:.0f} requests/s")
-    print(f"  throughput with {r.clients} concurrent clients, in front of a stub S3 server: through the proxy "
-          f"{r.stub_proxy_rps:.0f} requests/s, the stub directly {r.stub_direct_rps:.0f} requests/s  "
-          f"(target >= {TARGET_THROUGHPUT:g}/s: {'met' if ok_rps else 'MISSED'})")
+    print(
+        f"  added latency per request: p50 {r.added_p50_ms:.2f} ms, p99 {r.added_p99_ms:.2f} ms  "
+        f"(target p50 <= {TARGET_ADDED_P50_MS:g} ms: {'met' if ok_lat else 'MISSED'})"
+    )
+    print(
+        f"  throughput with {r.clients} concurrent clients, in front of moto: through the proxy "
+        f"{r.proxy_rps:.0f} requests/s, moto directly {r.direct_rps:.0f} requests/s"
+    )
+    print(
+        f"  throughput with {r.clients} concurrent clients, in front of a stub S3 server: through the proxy "
+        f"{r.stub_proxy_rps:.0f} requests/s, the stub directly {r.stub_direct_rps:.0f} requests/s  "
+        f"(target >= {TARGET_THROUGHPUT:g}/s: {'met' if ok_rps else 'MISSED'})"
+    )
     return 0 if ok_lat and ok_rps else 1
 
 
-_LISTING = (b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bench</Name><KeyCount>1</KeyCount>'
-            b"<Contents><Key>bench/o000</Key><Size>1024</Size></Contents></ListBucketResult>")
+_LISTING = (
+    b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bench</Name><KeyCount>1</KeyCount>'
+    b"<Contents><Key>bench/o000</Key><Size>1024</Size></Contents></ListBucketResult>"
+)
 
 
 async def _stub_handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    from harness.s3proxy.server import read_request
-
     try:
         while (req := await read_request(reader, writer)) is not None:
             body = _LISTING if "list-type" in req.target else BODY if req.method == "GET" else b""

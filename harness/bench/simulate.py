@@ -59,8 +59,8 @@ from __future__ import annotations
 import gc
 import random
 from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Mapping
 
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.core.isolation import LEVELS, SERIALIZABLE, WRITE_SERIALIZABLE
@@ -123,8 +123,9 @@ class Pending:
 
     __slots__ = ("id", "op", "rv", "reads", "read_keys", "writes", "deletes", "predicates", "bounds", "new_keys")
 
-    def __init__(self, id, op, rv, reads=(), read_keys=None, writes=(), deletes=(), predicates=(), bounds=(),
-                 new_keys=()):
+    def __init__(
+        self, id, op, rv, reads=(), read_keys=None, writes=(), deletes=(), predicates=(), bounds=(), new_keys=()
+    ):
         self.id = id
         self.op = op
         self.rv = rv
@@ -277,19 +278,37 @@ class DeltaSim:
         """DELETE WHERE key in [lo, hi]: reads the rows it matches, deletes them."""
         tid = self._new_id()
         rows = self._rows_in(lo, hi)
-        return self._start(Pending(
-            tid, "delete", self.version, reads=rows, read_keys=frozenset(r.key for r in rows),
-            deletes=rows, predicates=(Predicate(self.keys[lo], self.keys[hi]),), bounds=((lo, hi),)))
+        return self._start(
+            Pending(
+                tid,
+                "delete",
+                self.version,
+                reads=rows,
+                read_keys=frozenset(r.key for r in rows),
+                deletes=rows,
+                predicates=(Predicate(self.keys[lo], self.keys[hi]),),
+                bounds=((lo, hi),),
+            )
+        )
 
     def begin_insert_select(self, lo: int, hi: int, key: int) -> Pending:
         """INSERT ... SELECT / MERGE-like: reads rows in [lo, hi], inserts `key` (free, in range)."""
         tid = self._new_id()
         rows = self._rows_in(lo, hi)
         self.free.remove(key)
-        return self._start(Pending(
-            tid, "insert_select", self.version, reads=rows, read_keys=frozenset(r.key for r in rows),
-            writes=(Write(key, None),), predicates=(Predicate(self.keys[lo], self.keys[hi]),),
-            bounds=((lo, hi),), new_keys=(key,)))
+        return self._start(
+            Pending(
+                tid,
+                "insert_select",
+                self.version,
+                reads=rows,
+                read_keys=frozenset(r.key for r in rows),
+                writes=(Write(key, None),),
+                predicates=(Predicate(self.keys[lo], self.keys[hi]),),
+                bounds=((lo, hi),),
+                new_keys=(key,),
+            )
+        )
 
     # -- random choices ---------------------------------------------------------
     # (int(random() * n) rather than randrange: this is the hot path.)
@@ -317,7 +336,7 @@ class DeltaSim:
         falling back to another kind when `op` cannot run; None when no
         kind can (every key reserved by an in-flight insert)."""
         rnd = self.rng.random
-        for attempt in range(5):
+        for _attempt in range(5):
             if op == "insert":
                 n = min(1 + int(rnd() * max_keys), len(self.free))
                 if n:
@@ -429,8 +448,12 @@ class DeltaSim:
                 else:
                     touched.append(k)
         blind = p.read_keys is None and not p.bounds
-        rec = _Commit(tid, frozenset(touched) if touched is not None else None,
-                      tuple(inserted) if inserted is not None else None, blind)
+        rec = _Commit(
+            tid,
+            frozenset(touched) if touched is not None else None,
+            tuple(inserted) if inserted is not None else None,
+            blind,
+        )
         if p.reads:
             bl = self._blind
             if bl:
@@ -462,8 +485,14 @@ class DeltaSim:
 
 
 def make_sim(config: SimConfig) -> DeltaSim:
-    return DeltaSim(config.n_keys, isolation=config.isolation, ws_append_caveat=config.ws_append_caveat,
-                    rng=random.Random(config.seed), id_prefix=config.id_prefix, initial_fill=config.initial_fill)
+    return DeltaSim(
+        config.n_keys,
+        isolation=config.isolation,
+        ws_append_caveat=config.ws_append_caveat,
+        rng=random.Random(config.seed),
+        id_prefix=config.id_prefix,
+        initial_fill=config.initial_fill,
+    )
 
 
 def iter_simulation(config: SimConfig, sim: DeltaSim | None = None) -> Iterator[Txn]:
@@ -512,8 +541,6 @@ def iter_simulation(config: SimConfig, sim: DeltaSim | None = None) -> Iterator[
         t = commit(p)
         if t is not None:
             yield t
-
-
 
 
 def run(config: SimConfig | None = None, **overrides) -> SimResult:
@@ -616,8 +643,15 @@ def _build(kind: str, tag: str, base: int, rng: random.Random, level: str | None
         # Circular information flow: T2 read (and replaced) T1's k1, T1 read T2's k2.
         if rng.random() < 0.5:
             t1 = Txn(T1, 0, -1, reads=(RowRef(k2, T2),), writes=(Write(k1, None),), isolation=lv, operation="MERGE")
-            t2 = Txn(T2, 1, 0, reads=(RowRef(k1, T1),), writes=(Write(k1, T1), Write(k2, None)), isolation=lv,
-                     operation="MERGE")
+            t2 = Txn(
+                T2,
+                1,
+                0,
+                reads=(RowRef(k1, T1),),
+                writes=(Write(k1, T1), Write(k2, None)),
+                isolation=lv,
+                operation="MERGE",
+            )
         else:
             t1 = Txn(T1, 0, -1, reads=(RowRef(k2, T2),), writes=(Write(k1, None),), isolation=lv, operation="MERGE")
             t2 = Txn(T2, 1, 0, reads=(RowRef(k1, T1),), writes=(Write(k2, None),), isolation=lv, operation="MERGE")
@@ -653,10 +687,24 @@ def _build(kind: str, tag: str, base: int, rng: random.Random, level: str | None
         # (a snapshot that is not one version, C12), and T1 then writes k3.
         k3 = base + 2
         txns = [
-            Txn(T2, 0, -1, reads=(RowRef(k1, INITIAL), RowRef(k2, INITIAL)),
-                writes=(Write(k1, INITIAL), Write(k2, INITIAL)), isolation=lv, operation="MERGE"),
-            Txn(T1, 1, 0, reads=(RowRef(k1, INITIAL), RowRef(k2, T2)), writes=(Write(k3, None),), isolation=lv,
-                operation="MERGE"),
+            Txn(
+                T2,
+                0,
+                -1,
+                reads=(RowRef(k1, INITIAL), RowRef(k2, INITIAL)),
+                writes=(Write(k1, INITIAL), Write(k2, INITIAL)),
+                isolation=lv,
+                operation="MERGE",
+            ),
+            Txn(
+                T1,
+                1,
+                0,
+                reads=(RowRef(k1, INITIAL), RowRef(k2, T2)),
+                writes=(Write(k3, None),),
+                isolation=lv,
+                operation="MERGE",
+            ),
         ]
         keys = [k1, k2, k3]
     elif kind == "G2":
@@ -668,10 +716,26 @@ def _build(kind: str, tag: str, base: int, rng: random.Random, level: str | None
         rb = (RowRef(b_row, INITIAL),) if b_row is not None else ()
         a_new, b_new = rng.choice([base, base + 2, base + 3]), rng.choice([base + 4, base + 6, base + 7])
         txns = [
-            Txn(T1, 0, -1, reads=ra, writes=(Write(b_new, None),), predicates=(Predicate(a_lo, a_hi),), isolation=lv,
-                operation="MERGE"),
-            Txn(T2, 1, -1, reads=rb, writes=(Write(a_new, None),), predicates=(Predicate(b_lo, b_hi),), isolation=lv,
-                operation="MERGE"),
+            Txn(
+                T1,
+                0,
+                -1,
+                reads=ra,
+                writes=(Write(b_new, None),),
+                predicates=(Predicate(a_lo, a_hi),),
+                isolation=lv,
+                operation="MERGE",
+            ),
+            Txn(
+                T2,
+                1,
+                -1,
+                reads=rb,
+                writes=(Write(a_new, None),),
+                predicates=(Predicate(b_lo, b_hi),),
+                isolation=lv,
+                operation="MERGE",
+            ),
         ]
         keys = list(range(base, base + 8))
     elif kind in ("history-order", "C16-WS"):
@@ -684,8 +748,16 @@ def _build(kind: str, tag: str, base: int, rng: random.Random, level: str | None
         dlevel = ser if kind == "history-order" else ws
         txns = [
             Txn(T2, 0, -1, writes=(Write(new, None),), isolation=level or dlevel, operation="WRITE"),
-            Txn(T1, 1, -1, reads=rows, deletes=rows, predicates=(Predicate(lo, hi),), isolation=dlevel,
-                operation="DELETE"),
+            Txn(
+                T1,
+                1,
+                -1,
+                reads=rows,
+                deletes=rows,
+                predicates=(Predicate(lo, hi),),
+                isolation=dlevel,
+                operation="DELETE",
+            ),
         ]
         keys = list(range(lo, hi + 1))
     else:
@@ -693,8 +765,9 @@ def _build(kind: str, tag: str, base: int, rng: random.Random, level: str | None
     return txns, failed, keys
 
 
-def inject_anomaly(h: TxnHistory, kind: str, rng: random.Random, *, at: int | None = None,
-                   level: str | None = None) -> tuple[TxnHistory, Injection]:
+def inject_anomaly(
+    h: TxnHistory, kind: str, rng: random.Random, *, at: int | None = None, level: str | None = None
+) -> tuple[TxnHistory, Injection]:
     """A copy of `h` with the transactions of one `kind` of anomaly spliced in
     before the commit at index `at` (random if None), later versions shifted.
 
@@ -721,10 +794,10 @@ def inject_anomaly(h: TxnHistory, kind: str, rng: random.Random, *, at: int | No
         out.append(replace(t, version=first + t.version, read_version=None if rv is None else first + rv))
     for t in txns[at:]:
         rv = t.read_version
-        out.append(replace(t, version=t.version + m,
-                           read_version=rv + m if rv is not None and rv >= first else rv))
-    h2 = TxnHistory(out, failed=set(h.failed) | set(failed), unknown=dict(h.unknown),
-                    assumed_default_level=h.assumed_default_level)
+        out.append(replace(t, version=t.version + m, read_version=rv + m if rv is not None and rv >= first else rv))
+    h2 = TxnHistory(
+        out, failed=set(h.failed) | set(failed), unknown=dict(h.unknown), assumed_default_level=h.assumed_default_level
+    )
     return h2, Injection(kind, [t.id for t in new], failed, EXPECTED[kind], first, keys)
 
 

@@ -55,7 +55,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checkers.txn_model import INITIAL, Txn, TxnHistory
-from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 from harness.bench.simulate import (
     E1,
     E1_CAVEAT,
@@ -66,18 +65,26 @@ from harness.bench.simulate import (
     SimConfig,
     SimStats,
     inject_anomaly,
+    iter_simulation,
 )
-from harness.bench.simulate import iter_simulation
+from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
+from harness.run.plan import package_versions
 
 LOADER = "setup.load"  # the op that writes the simulator's initial rows
 CREATE = "setup.create"
 TABLE_ID = "5d1c3b0e-0000-4000-8000-00000000d317"
 SCHEMA = pa.schema([("k", pa.int64()), ("writer", pa.string()), ("prev_writer", pa.string())])
-SCHEMA_STRING = json.dumps({"type": "struct", "fields": [
-    {"name": "k", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "writer", "type": "string", "nullable": True, "metadata": {}},
-    {"name": "prev_writer", "type": "string", "nullable": True, "metadata": {}},
-]}, separators=(",", ":"))
+SCHEMA_STRING = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "k", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "writer", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "prev_writer", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    },
+    separators=(",", ":"),
+)
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 ERRORS = {
     E1: ("ConcurrentAppendException", "E1"),
@@ -139,8 +146,9 @@ class _RecordingSim(DeltaSim):
 
 
 def _sim_config(n_txns: int, concurrency: int, n_keys: int | None, isolation: str, seed: int) -> SimConfig:
-    return SimConfig(n_txns=n_txns, concurrency=concurrency, n_keys=n_keys or max(64, n_txns // 10),
-                     isolation=isolation, seed=seed)
+    return SimConfig(
+        n_txns=n_txns, concurrency=concurrency, n_keys=n_keys or max(64, n_txns // 10), isolation=isolation, seed=seed
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -148,9 +156,10 @@ def _sim_config(n_txns: int, concurrency: int, n_keys: int | None, isolation: st
 
 
 def _parquet_bytes(rows: list[tuple[int, str, str | None]]) -> bytes:
-    ks, ws, ps = zip(*rows) if rows else ((), (), ())
+    ks, ws, ps = zip(*rows, strict=True) if rows else ((), (), ())
     table = pa.Table.from_arrays(
-        [pa.array(ks, pa.int64()), pa.array(ws, pa.string()), pa.array(ps, pa.string())], schema=SCHEMA)
+        [pa.array(ks, pa.int64()), pa.array(ws, pa.string()), pa.array(ps, pa.string())], schema=SCHEMA
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
     return sink.getvalue().to_pybytes()
@@ -162,44 +171,66 @@ def _checkpoint_table(live: dict[str, dict], meta: dict, protocol: dict) -> pa.T
     n = 2 + len(live)
     adds = list(live.values())
     str_map = pa.map_(pa.string(), pa.string())
-    add_type = pa.struct([
-        ("path", pa.string()), ("partitionValues", str_map), ("size", pa.int64()),
-        ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats", pa.string()),
-    ])
+    add_type = pa.struct(
+        [
+            ("path", pa.string()),
+            ("partitionValues", str_map),
+            ("size", pa.int64()),
+            ("modificationTime", pa.int64()),
+            ("dataChange", pa.bool_()),
+            ("stats", pa.string()),
+        ]
+    )
     mask_add = pa.array([True, True] + [False] * len(adds))
     pad = [None, None]
-    add = pa.StructArray.from_arrays([
-        pa.array(pad + [a["path"] for a in adds], pa.string()),
-        pa.array(pad + [[] for _ in adds], str_map),
-        pa.array(pad + [a["size"] for a in adds], pa.int64()),
-        pa.array(pad + [a["modificationTime"] for a in adds], pa.int64()),
-        pa.array(pad + [False] * len(adds), pa.bool_()),  # checkpoints record dataChange=false
-        pa.array(pad + [a["stats"] for a in adds], pa.string()),
-    ], fields=list(add_type), mask=mask_add)
-    remove_type = pa.struct([("path", pa.string()), ("deletionTimestamp", pa.int64()),
-                             ("dataChange", pa.bool_())])
+    add = pa.StructArray.from_arrays(
+        [
+            pa.array(pad + [a["path"] for a in adds], pa.string()),
+            pa.array(pad + [[] for _ in adds], str_map),
+            pa.array(pad + [a["size"] for a in adds], pa.int64()),
+            pa.array(pad + [a["modificationTime"] for a in adds], pa.int64()),
+            pa.array(pad + [False] * len(adds), pa.bool_()),  # checkpoints record dataChange=false
+            pa.array(pad + [a["stats"] for a in adds], pa.string()),
+        ],
+        fields=list(add_type),
+        mask=mask_add,
+    )
+    remove_type = pa.struct([("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_())])
     txn_type = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
     fmt_type = pa.struct([("provider", pa.string()), ("options", str_map)])
-    meta_type = pa.struct([
-        ("id", pa.string()), ("name", pa.string()), ("description", pa.string()), ("format", fmt_type),
-        ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
-        ("configuration", str_map), ("createdTime", pa.int64()),
-    ])
+    meta_type = pa.struct(
+        [
+            ("id", pa.string()),
+            ("name", pa.string()),
+            ("description", pa.string()),
+            ("format", fmt_type),
+            ("schemaString", pa.string()),
+            ("partitionColumns", pa.list_(pa.string())),
+            ("configuration", str_map),
+            ("createdTime", pa.int64()),
+        ]
+    )
     proto_type = pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
     rest = [None] * (n - 1)
     meta_row = {
-        "id": meta["id"], "name": meta.get("name"), "description": meta.get("description"),
+        "id": meta["id"],
+        "name": meta.get("name"),
+        "description": meta.get("description"),
         "format": {"provider": meta["format"]["provider"], "options": list(meta["format"]["options"].items())},
-        "schemaString": meta["schemaString"], "partitionColumns": meta["partitionColumns"],
-        "configuration": list(meta["configuration"].items()), "createdTime": meta["createdTime"],
+        "schemaString": meta["schemaString"],
+        "partitionColumns": meta["partitionColumns"],
+        "configuration": list(meta["configuration"].items()),
+        "createdTime": meta["createdTime"],
     }
-    return pa.table({
-        "txn": pa.nulls(n, txn_type),
-        "add": add,
-        "remove": pa.nulls(n, remove_type),
-        "metaData": pa.array([meta_row] + rest, meta_type),
-        "protocol": pa.array([None, protocol] + rest[:-1], proto_type),
-    })
+    return pa.table(
+        {
+            "txn": pa.nulls(n, txn_type),
+            "add": add,
+            "remove": pa.nulls(n, remove_type),
+            "metaData": pa.array([meta_row] + rest, meta_type),
+            "protocol": pa.array([None, protocol] + rest[:-1], proto_type),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -254,8 +285,14 @@ def write_run(
         if commits < 2:
             raise ValueError("commits must be >= 2 (the table's creation and the initial rows)")
         cfg = replace(cfg, n_txns=10 * commits + 1000)  # never reached: stops at the commit count
-    sim = _RecordingSim(cfg.n_keys, isolation=cfg.isolation, ws_append_caveat=cfg.ws_append_caveat,
-                        rng=random.Random(cfg.seed), id_prefix=cfg.id_prefix, initial_fill=cfg.initial_fill)
+    sim = _RecordingSim(
+        cfg.n_keys,
+        isolation=cfg.isolation,
+        ws_append_caveat=cfg.ws_append_caveat,
+        rng=random.Random(cfg.seed),
+        id_prefix=cfg.id_prefix,
+        initial_fill=cfg.initial_fill,
+    )
     import gc
 
     gc_was = gc.isenabled()
@@ -307,10 +344,14 @@ def write_run(
     # -- the table ---------------------------------------------------------------
     level0 = h.txns[0].isolation if h.txns else isolation
     meta = {
-        "id": TABLE_ID, "name": None, "description": None,
+        "id": TABLE_ID,
+        "name": None,
+        "description": None,
         "format": {"provider": "parquet", "options": {}},
-        "schemaString": SCHEMA_STRING, "partitionColumns": [],
-        "configuration": {"delta.isolationLevel": level0}, "createdTime": int(WALL0 * 1000),
+        "schemaString": SCHEMA_STRING,
+        "partitionColumns": [],
+        "configuration": {"delta.isolationLevel": level0},
+        "createdTime": int(WALL0 * 1000),
     }
     n_versions = 0
     file_seq = 0
@@ -330,24 +371,35 @@ def write_run(
     def new_path() -> str:
         nonlocal file_seq
         file_seq += 1
-        u = "%032x" % rng.getrandbits(128)
+        u = f"{rng.getrandbits(128):032x}"
         return f"part-{file_seq % 100000:05d}-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}-c000.snappy.parquet"
 
     def add_files(rows: list[tuple[int, str, str | None]], tick: float, out: list[dict]) -> None:
         nonlocal rows_written, n_files
         for i in range(0, len(rows), rows_per_file):
-            chunk = rows[i:i + rows_per_file]
+            chunk = rows[i : i + rows_per_file]
             path = new_path()
             ks = [r[0] for r in chunk]
-            stats = json.dumps({"numRecords": len(chunk), "minValues": {"k": min(ks)}, "maxValues": {"k": max(ks)},
-                                "nullCount": {"k": 0, "writer": 0,
-                                              "prev_writer": sum(1 for r in chunk if r[2] is None)}},
-                               separators=(",", ":"))
+            stats = json.dumps(
+                {
+                    "numRecords": len(chunk),
+                    "minValues": {"k": min(ks)},
+                    "maxValues": {"k": max(ks)},
+                    "nullCount": {"k": 0, "writer": 0, "prev_writer": sum(1 for r in chunk if r[2] is None)},
+                },
+                separators=(",", ":"),
+            )
             data = _parquet_bytes(chunk)
             (table_dir / path).write_bytes(data)
             n_files += 1
-            add = {"path": path, "partitionValues": {}, "size": len(data), "modificationTime": ts(tick),
-                   "dataChange": True, "stats": stats}
+            add = {
+                "path": path,
+                "partitionValues": {},
+                "size": len(data),
+                "modificationTime": ts(tick),
+                "dataChange": True,
+                "stats": stats,
+            }
             out.append({"add": add})
             live[path] = add
             files[path] = chunk
@@ -360,8 +412,18 @@ def write_run(
         rows = files.pop(path)
         for k, w, _ in rows:
             del where[(k, w)]
-        out.append({"remove": {"path": path, "deletionTimestamp": ts(tick), "dataChange": True,
-                               "extendedFileMetadata": True, "partitionValues": {}, "size": add["size"]}})
+        out.append(
+            {
+                "remove": {
+                    "path": path,
+                    "deletionTimestamp": ts(tick),
+                    "dataChange": True,
+                    "extendedFileMetadata": True,
+                    "partitionValues": {},
+                    "size": add["size"],
+                }
+            }
+        )
         return rows
 
     def commit(actions: list[dict]) -> int:
@@ -379,17 +441,39 @@ def write_run(
         events.append((tick, order, e))
 
     # version 0: create
-    event(-3.0, 0, process="setup", type="invoke", f="create-table", id=CREATE,
-          value={"default_isolation": isolation, "isolation": level0, "schema": "k BIGINT, writer STRING, "
-                 "prev_writer STRING"})
-    commit([
-        {"commitInfo": {"timestamp": ts(-3), "operation": "CREATE TABLE",
-                        "operationParameters": {"mode": "ErrorIfExists", "location": "table",
-                                                "protocol": json.dumps(PROTOCOL), "metadata": json.dumps(meta)},
-                        "clientVersion": "delta-jepsen-synth", "dj.op": CREATE}},
-        {"protocol": dict(PROTOCOL)},
-        {"metaData": json.loads(json.dumps(meta))},
-    ])
+    event(
+        -3.0,
+        0,
+        process="setup",
+        type="invoke",
+        f="create-table",
+        id=CREATE,
+        value={
+            "default_isolation": isolation,
+            "isolation": level0,
+            "schema": "k BIGINT, writer STRING, prev_writer STRING",
+        },
+    )
+    commit(
+        [
+            {
+                "commitInfo": {
+                    "timestamp": ts(-3),
+                    "operation": "CREATE TABLE",
+                    "operationParameters": {
+                        "mode": "ErrorIfExists",
+                        "location": "table",
+                        "protocol": json.dumps(PROTOCOL),
+                        "metadata": json.dumps(meta),
+                    },
+                    "clientVersion": "delta-jepsen-synth",
+                    "dj.op": CREATE,
+                }
+            },
+            {"protocol": dict(PROTOCOL)},
+            {"metaData": json.loads(json.dumps(meta))},
+        ]
+    )
     event(-2.9, 0, process="setup", type="ok", f="create-table", id=CREATE, value=None, version=0)
 
     # version 1: the initial rows (the simulator's INITIAL), as one setup insert
@@ -399,10 +483,20 @@ def write_run(
         initial.update(w.key for w in t.writes if w.prev == INITIAL)
         initial.update(r.key for r in t.deletes if r.writer == INITIAL)
     event(-2.0, 0, process="setup", type="invoke", f="write", id=LOADER, value={"rows": len(initial)})
-    acts: list[dict] = [{"commitInfo": {"timestamp": ts(-2), "operation": "WRITE",
-                                        "operationParameters": {"mode": "Append"}, "readVersion": 0,
-                                        "isolationLevel": level0, "isBlindAppend": True,
-                                        "clientVersion": "delta-jepsen-synth", "dj.op": LOADER}}]
+    acts: list[dict] = [
+        {
+            "commitInfo": {
+                "timestamp": ts(-2),
+                "operation": "WRITE",
+                "operationParameters": {"mode": "Append"},
+                "readVersion": 0,
+                "isolationLevel": level0,
+                "isBlindAppend": True,
+                "clientVersion": "delta-jepsen-synth",
+                "dj.op": LOADER,
+            }
+        }
+    ]
     add_files([(k, LOADER, None) for k in sorted(initial)], -2.0, acts)
     load_version = commit(acts)
     event(-1.9, 0, process="setup", type="ok", f="write", id=LOADER, value=None, version=load_version)
@@ -418,26 +512,46 @@ def write_run(
             level = t.isolation
             meta["configuration"] = dict(meta["configuration"], **{"delta.isolationLevel": level})
             prev_v = n_versions - 1
-            event(tick - 0.02, 0, process="setup", type="invoke", f="set-tblproperties", id=aid,
-                  value={"properties": {"delta.isolationLevel": level}})
-            v = commit([
-                {"commitInfo": {"timestamp": ts(tick - 0.02), "operation": "SET TBLPROPERTIES",
-                                "operationParameters": {"properties": json.dumps({"delta.isolationLevel": level})},
-                                "readVersion": prev_v, "clientVersion": "delta-jepsen-synth", "dj.op": aid}},
-                {"metaData": json.loads(json.dumps(meta))},
-            ])
-            event(tick - 0.015, 0, process="setup", type="ok", f="set-tblproperties", id=aid, value=None,
-                  version=v)
+            event(
+                tick - 0.02,
+                0,
+                process="setup",
+                type="invoke",
+                f="set-tblproperties",
+                id=aid,
+                value={"properties": {"delta.isolationLevel": level}},
+            )
+            v = commit(
+                [
+                    {
+                        "commitInfo": {
+                            "timestamp": ts(tick - 0.02),
+                            "operation": "SET TBLPROPERTIES",
+                            "operationParameters": {"properties": json.dumps({"delta.isolationLevel": level})},
+                            "readVersion": prev_v,
+                            "clientVersion": "delta-jepsen-synth",
+                            "dj.op": aid,
+                        }
+                    },
+                    {"metaData": json.loads(json.dumps(meta))},
+                ]
+            )
+            event(tick - 0.015, 0, process="setup", type="ok", f="set-tblproperties", id=aid, value=None, version=v)
         touched = {(w.key, wname(w.prev)) for w in t.writes if w.prev is not None}
         touched.update((r.key, wname(r.writer)) for r in t.deletes)
         victims = sorted({where[r] for r in touched if r in where})
         blind = not t.reads and not t.predicates and not touched
-        info = {"timestamp": ts(tick), "operation": t.operation or "WRITE",
-                "operationParameters": _op_params(t)}
+        info = {"timestamp": ts(tick), "operation": t.operation or "WRITE", "operationParameters": _op_params(t)}
         if t.read_version is not None:
             info["readVersion"] = table_version[t.read_version]
-        info.update({"isolationLevel": t.isolation, "isBlindAppend": blind,
-                     "clientVersion": "delta-jepsen-synth", "dj.op": t.id})
+        info.update(
+            {
+                "isolationLevel": t.isolation,
+                "isBlindAppend": blind,
+                "clientVersion": "delta-jepsen-synth",
+                "dj.op": t.id,
+            }
+        )
         acts = [{"commitInfo": info}]
         carried: list[tuple[int, str, str | None]] = []
         for path in victims:
@@ -450,8 +564,7 @@ def write_run(
         version_of[t.id] = v
 
     if last_ckpt is not None:
-        (log_dir / "_last_checkpoint").write_text(
-            json.dumps({"version": last_ckpt[0], "size": last_ckpt[1]}) + "\n")
+        (log_dir / "_last_checkpoint").write_text(json.dumps({"version": last_ckpt[0], "size": last_ckpt[1]}) + "\n")
 
     # -- the history ----------------------------------------------------------------
     procs = _assign_processes(h, sim, start_tick, end_tick, aborted, injection)
@@ -465,49 +578,93 @@ def write_run(
         ok: dict[str, Any] = {"reads": [[r.key, wname(r.writer)] for r in t.reads]}
         if t.read_version is not None:
             ok["read_version"] = table_version[t.read_version]
-        event(end_tick[t.id], 0, process=procs[t.id], type="ok", f=f, id=t.id, value=ok,
-              version=version_of[t.id])
+        event(end_tick[t.id], 0, process=procs[t.id], type="ok", f=f, id=t.id, value=ok, version=version_of[t.id])
     for tid in sim.failed:
         op, tick, preds = sim.began[tid]
         f = OPERATION[op].lower()
         inv = {"predicate": [preds[0].lo, preds[0].hi]} if preds else {}
         event(float(tick), 1, process=procs[tid], type="invoke", f=f, id=tid, value=inv)
-        event(float(sim.ended[tid]), 0, process=procs[tid], type="fail", f=f, id=tid, value=None,
-              error=_err(sim.reasons.get(tid)))
+        event(
+            float(sim.ended[tid]),
+            0,
+            process=procs[tid],
+            type="fail",
+            f=f,
+            id=tid,
+            value=None,
+            error=_err(sim.reasons.get(tid)),
+        )
     for tid in aborted:
         s = start_tick[tid]
         event(s, 1, process=procs[tid], type="invoke", f="merge", id=tid, value={})
-        event(end_tick[tid], 0, process=procs[tid], type="fail", f="merge", id=tid, value=None,
-              error=_err(E2))
+        event(end_tick[tid], 0, process=procs[tid], type="fail", f="merge", id=tid, value=None, error=_err(E2))
     events.sort(key=lambda e: (e[0], e[1]))
     with open(run_dir / "history.jsonl", "w", encoding="utf-8") as fh:
         for i, (tick, _, e) in enumerate(events):
             t_ns = int((tick + 4) * TICK_NS)
-            doc = {"index": i, "time": t_ns, "process": e["process"], "type": e["type"], "f": e["f"],
-                   "id": e["id"], "value": e.get("value"), "version": e.get("version"),
-                   "error": e.get("error"), "node": "sim", "wall": round(WALL0 + t_ns / 1e9, 6)}
+            doc = {
+                "index": i,
+                "time": t_ns,
+                "process": e["process"],
+                "type": e["type"],
+                "f": e["f"],
+                "id": e["id"],
+                "value": e.get("value"),
+                "version": e.get("version"),
+                "error": e.get("error"),
+                "node": "sim",
+                "wall": round(WALL0 + t_ns / 1e9, 6),
+            }
             fh.write(json.dumps(doc, separators=(",", ":")) + "\n")
 
     # -- spec.json, run.json ---------------------------------------------------------
-    from harness.run.plan import package_versions
 
-    repro = shlex.join([
-        "python", "-m", "harness.bench.synth_run", str(run_dir), "--txns", str(n_txns),
-        *(["--commits", str(commits)] if commits is not None else []), "--concurrency",
-        str(concurrency), *(["--keys", str(n_keys)] if n_keys else []), "--isolation", isolation,
-        "--seed", str(seed), *(["--inject", inject] if inject else []), "--rows-per-file", str(rows_per_file),
-        "--checkpoint-interval", str(checkpoint_interval),
-    ])
+    repro = shlex.join(
+        [
+            "python",
+            "-m",
+            "harness.bench.synth_run",
+            str(run_dir),
+            "--txns",
+            str(n_txns),
+            *(["--commits", str(commits)] if commits is not None else []),
+            "--concurrency",
+            str(concurrency),
+            *(["--keys", str(n_keys)] if n_keys else []),
+            "--isolation",
+            isolation,
+            "--seed",
+            str(seed),
+            *(["--inject", inject] if inject else []),
+            "--rows-per-file",
+            str(rows_per_file),
+            "--checkpoint-interval",
+            str(checkpoint_interval),
+        ]
+    )
     spec = {
-        "spec": {"workload": "simulated", "engine": "simulator", "storage": "local", "nodes": 1,
-                 "concurrency": concurrency, "seed": seed, "isolation": isolation, "n_txns": n_txns, "commits": commits,
-                 "n_keys": cfg.n_keys, "inject": inject, "rows_per_file": rows_per_file,
-                 "checkpoint_interval": checkpoint_interval},
+        "spec": {
+            "workload": "simulated",
+            "engine": "simulator",
+            "storage": "local",
+            "nodes": 1,
+            "concurrency": concurrency,
+            "seed": seed,
+            "isolation": isolation,
+            "n_txns": n_txns,
+            "commits": commits,
+            "n_keys": cfg.n_keys,
+            "inject": inject,
+            "rows_per_file": rows_per_file,
+            "checkpoint_interval": checkpoint_interval,
+        },
         "repro": repro,
         "storage": {"kind": "local"},
         "table_uri": str(table_dir),
-        "table": {"schema": "k BIGINT, writer STRING, prev_writer STRING",
-                  "properties": {"delta.isolationLevel": level0}},
+        "table": {
+            "schema": "k BIGINT, writer STRING, prev_writer STRING",
+            "properties": {"delta.isolationLevel": level0},
+        },
         "checkers": ["log-sanity", "serializability"],
         "engine": {"name": "simulator"},
         "versions": package_versions({"simulator": "harness.bench.simulate"}),
@@ -521,17 +678,41 @@ def write_run(
         "counts": {"ok": len(h.txns) + 2 + alters, "fail": n_failed, "info": 0},
         "fatal": None,
         "synthetic": {
-            "attempted": len(h.txns) + n_failed, "committed": len(h.txns), "failed": n_failed, "versions": n_versions,
-            "alter_commits": alters, "data_files": n_files, "rows_written": rows_written,
-            "checkpoints": n_ckpts, "conflicts": dict(st.conflicts), "fallbacks": st.fallbacks,
-            "injected": {"kind": injection.kind, "ids": injection.ids, "failed": injection.failed,
-                         "expected": list(injection.expected) if injection.expected else None}
-            if injection else None,
+            "attempted": len(h.txns) + n_failed,
+            "committed": len(h.txns),
+            "failed": n_failed,
+            "versions": n_versions,
+            "alter_commits": alters,
+            "data_files": n_files,
+            "rows_written": rows_written,
+            "checkpoints": n_ckpts,
+            "conflicts": dict(st.conflicts),
+            "fallbacks": st.fallbacks,
+            "injected": {
+                "kind": injection.kind,
+                "ids": injection.ids,
+                "failed": injection.failed,
+                "expected": list(injection.expected) if injection.expected else None,
+            }
+            if injection
+            else None,
         },
     }
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    return SynthInfo(run_dir, len(h.txns), n_failed, n_versions, n_files, rows_written, n_ckpts,
-                     injection, version_of, table_version, h if keep_history else None, st)
+    return SynthInfo(
+        run_dir,
+        len(h.txns),
+        n_failed,
+        n_versions,
+        n_files,
+        rows_written,
+        n_ckpts,
+        injection,
+        version_of,
+        table_version,
+        h if keep_history else None,
+        st,
+    )
 
 
 def _place(txns_desc: list[Txn], before: float, start: dict[str, float], end: dict[str, float]) -> None:
@@ -555,8 +736,14 @@ def _op_params(t: Txn) -> dict[str, str]:
     return {}
 
 
-def _assign_processes(h: TxnHistory, sim: _RecordingSim, start: dict[str, float], end: dict[str, float],
-                      aborted: list[str], injection: Injection | None) -> dict[str, int]:
+def _assign_processes(
+    h: TxnHistory,
+    sim: _RecordingSim,
+    start: dict[str, float],
+    end: dict[str, float],
+    aborted: list[str],
+    injection: Injection | None,
+) -> dict[str, int]:
     """Jepsen processes: each transaction runs on the lowest-numbered
     process that is idle when it begins."""
     if aborted:
@@ -590,8 +777,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir")
     p.add_argument("--txns", type=int, default=1000, help="transactions attempted (default 1000)")
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--commits", type=int, default=None,
-                   help="stop once the log holds this many commits (--txns then only sets the key space)")
+    p.add_argument(
+        "--commits",
+        type=int,
+        default=None,
+        help="stop once the log holds this many commits (--txns then only sets the key space)",
+    )
     p.add_argument("--keys", type=int, default=None, help="key space (default max(64, txns // 10))")
     p.add_argument("--isolation", default=WRITE_SERIALIZABLE, choices=LEVELS)
     p.add_argument("--seed", type=int, default=1)
@@ -600,11 +791,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint-interval", type=int, default=100, help="0: no checkpoints")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
-    info = write_run(a.run_dir, a.txns, concurrency=a.concurrency, n_keys=a.keys, isolation=a.isolation,
-                     seed=a.seed, inject=a.inject, rows_per_file=a.rows_per_file,
-                     checkpoint_interval=a.checkpoint_interval, commits=a.commits)
-    print(f"{info.run_dir}: {info.committed} committed, {info.failed} failed, {info.versions} versions, "
-          f"{info.data_files} data files, {info.checkpoints} checkpoints in {time.perf_counter() - t0:.1f} s")
+    info = write_run(
+        a.run_dir,
+        a.txns,
+        concurrency=a.concurrency,
+        n_keys=a.keys,
+        isolation=a.isolation,
+        seed=a.seed,
+        inject=a.inject,
+        rows_per_file=a.rows_per_file,
+        checkpoint_interval=a.checkpoint_interval,
+        commits=a.commits,
+    )
+    print(
+        f"{info.run_dir}: {info.committed} committed, {info.failed} failed, {info.versions} versions, "
+        f"{info.data_files} data files, {info.checkpoints} checkpoints in {time.perf_counter() - t0:.1f} s"
+    )
     return 0
 
 

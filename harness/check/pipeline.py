@@ -16,9 +16,9 @@ from typing import Any
 
 from checkers import CHECKERS
 from checkers.base import CheckResult, Verdict, combine
-from harness.deltalog import read_log
-from harness.core.history import ErrorClass, History, load_history
 from harness.core.errors import HarnessError
+from harness.core.history import ErrorClass, History, load_history
+from harness.deltalog import read_log
 
 EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
 
@@ -76,11 +76,16 @@ def _nemesis_stats(history: History) -> dict[str, Any]:
     """The nemesis's ops (process "nemesis"): faults started per kind, how
     many could not be applied, and whether every started fault was stopped."""
     ops = [op for op in history.ops() if op.process == "nemesis"]
-    started = Counter(op.f[len("start-"):] for op in ops if op.f.startswith("start-") and op.type == "ok")
-    stopped = Counter(op.f[len("stop-"):] for op in ops if op.f.startswith("stop-") and op.type == "ok")
+    started = Counter(op.f[len("start-") :] for op in ops if op.f.startswith("start-") and op.type == "ok")
+    stopped = Counter(op.f[len("stop-") :] for op in ops if op.f.startswith("stop-") and op.type == "ok")
     failed = Counter(op.f for op in ops if op.type != "ok")
-    return {"events": 2 * len(ops), "started": dict(started), "stopped": dict(stopped),
-            "not_applied": dict(failed), "healed": any(op.f == "heal" and op.type == "ok" for op in ops)}
+    return {
+        "events": 2 * len(ops),
+        "started": dict(started),
+        "stopped": dict(stopped),
+        "not_applied": dict(failed),
+        "healed": any(op.f == "heal" and op.type == "ok" for op in ops),
+    }
 
 
 def check_run(run_dir: str | Path, write: bool = True) -> Report:
@@ -96,17 +101,26 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
             gc.enable()
 
 
+# Run folders written before spec.json recorded "related_tables" (issue 12):
+# create-race was the one workload that wrote tables beside its own.
+_RELATED_TABLES_BEFORE_RECORDED = {"create-race": ("races/*",)}
+
+
 def _related_logs(table_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """The logs of the other tables the run's workload wrote inside its table
-    folder (its `related_tables` globs, e.g. create-race's "races/*")."""
-    from workloads import make_workload
-
-    try:
-        globs = getattr(make_workload(spec["spec"]["workload"], 0), "related_tables", ())
-    except (KeyError, TypeError, HarnessError):
-        return {}
-    return {p.relative_to(table_dir).as_posix(): read_log(str(p))
-            for g in globs for p in sorted(table_dir.glob(g)) if (p / "_delta_log").is_dir()}
+    folder (the `related_tables` globs spec.json records, e.g. create-race's
+    "races/*")."""
+    globs = spec.get("related_tables")
+    if not isinstance(globs, list):
+        workload = (spec.get("spec") or {}).get("workload") if isinstance(spec.get("spec"), dict) else None
+        globs = _RELATED_TABLES_BEFORE_RECORDED.get(workload, ())
+    return {
+        p.relative_to(table_dir).as_posix(): read_log(str(p))
+        for g in globs
+        if isinstance(g, str)
+        for p in sorted(table_dir.glob(g))
+        if (p / "_delta_log").is_dir()
+    }
 
 
 def _check_run(run_dir: str | Path, write: bool) -> Report:
@@ -152,20 +166,21 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
         verdict = Verdict.UNKNOWN  # lines we could not read may hold anything
-    faults = [op for op in history.client_ops() if op.error is not None
-              and op.error.cls is ErrorClass.HARNESS_FAULT]
+    faults = [op for op in history.client_ops() if op.error is not None and op.error.cls is ErrorClass.HARNESS_FAULT]
     if faults and verdict is Verdict.VALID:
         verdict = Verdict.UNKNOWN  # the harness did not run those ops as the workload says
     hstats = _history_stats(history, run)
-    hstats["harness_faults"] = [{"op": op.id, "f": op.f, "process": op.process, "error": op.error.raw}
-                                for op in faults]
+    hstats["harness_faults"] = [{"op": op.id, "f": op.f, "process": op.process, "error": op.error.raw} for op in faults]
     doc = {
         "verdict": verdict.value,
         "run": run,
         "history": hstats,
-        "log": {"versions": len(log.versions), "latest_version": log.latest_version,
-                "isolation_levels": _isolation_levels(log),
-                "problems": [p.__dict__ for p in log.problems]},
+        "log": {
+            "versions": len(log.versions),
+            "latest_version": log.latest_version,
+            "isolation_levels": _isolation_levels(log),
+            "problems": [p.__dict__ for p in log.problems],
+        },
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
         "commit_protocols": spec.get("commit_protocols") or {},
@@ -198,9 +213,11 @@ def _undecodable_rows_are_no_evidence(results: list[CheckResult], log: Any) -> N
         if r.checker in _ROWLESS or r.verdict is not Verdict.INVALID:
             continue
         r.verdict = Verdict.UNKNOWN
-        r.explanation = (f"Unknown: {len(bad)} data file(s) or deletion vector(s) could not be decoded "
-                         f"(e.g. {bad[0].detail[:200]}), and judged without their rows this checker found: "
-                         f"{r.explanation}")
+        r.explanation = (
+            f"Unknown: {len(bad)} data file(s) or deletion vector(s) could not be decoded "
+            f"(e.g. {bad[0].detail[:200]}), and judged without their rows this checker found: "
+            f"{r.explanation}"
+        )
 
 
 def _no_evidence(run: dict[str, Any], log: Any) -> str:
@@ -211,8 +228,10 @@ def _no_evidence(run: dict[str, Any], log: Any) -> str:
         # The harness copies the table into the run folder at the end; a
         # harness killed before that (or a table in an in-memory store)
         # leaves no log, which says nothing about what the engine committed.
-        return ("No transaction log in the run folder (table/_delta_log has no commits): without the "
-                "table's log nothing the history claims can be checked.")
+        return (
+            "No transaction log in the run folder (table/_delta_log has no commits): without the "
+            "table's log nothing the history claims can be checked."
+        )
     return ""
 
 
@@ -250,8 +269,12 @@ def write_anomaly_graphs(run_dir: Path, results: list[CheckResult]) -> list[str]
             written.append(str(path.relative_to(run_dir)))
             if dot_bin:
                 try:
-                    subprocess.run([dot_bin, "-Tsvg", str(path), "-o", str(path.with_suffix(".svg"))],
-                                   timeout=30, check=False, capture_output=True)
+                    subprocess.run(
+                        [dot_bin, "-Tsvg", str(path), "-o", str(path.with_suffix(".svg"))],
+                        timeout=30,
+                        check=False,
+                        capture_output=True,
+                    )
                 except subprocess.TimeoutExpired:
                     pass
     return written
@@ -266,22 +289,31 @@ def _class_label(cls: str) -> str:
     return f"{cls} ({claim})" if claim else cls
 
 
-def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], h: dict[str, Any],
-                   doc: dict[str, Any], run: dict[str, Any]) -> str:
+def render_summary(
+    run_dir: Path,
+    verdict: Verdict,
+    results: list[CheckResult],
+    h: dict[str, Any],
+    doc: dict[str, Any],
+    run: dict[str, Any],
+) -> str:
     lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
     if run.get("interrupted"):
         lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
     if run.get("refused"):
-        lines.append("the engine refused to create the table, so nothing was tested: "
-                     + run["refused"].splitlines()[0][:300])
+        lines.append(
+            "the engine refused to create the table, so nothing was tested: " + run["refused"].splitlines()[0][:300]
+        )
     if h["truncated"]:
         lines.append("the history ends in a truncated line: checked as far as it goes")
     for p in h["problems"]:
         if "truncated" not in p:
             lines.append(f"history problem: {p}")
     for f in h.get("harness_faults", [])[:5]:
-        lines.append(f"harness fault (a bug in delta-jepsen, not the engine's error) in op {f['op']} ({f['f']}, "
-                     f"process {f['process']}): {f['error'][:300]}")
+        lines.append(
+            f"harness fault (a bug in delta-jepsen, not the engine's error) in op {f['op']} ({f['f']}, "
+            f"process {f['process']}): {f['error'][:300]}"
+        )
     if len(h.get("harness_faults", [])) > 5:
         lines.append(f"... {len(h['harness_faults']) - 5} more harness faults (results.json)")
     rate = f"{h['ops_per_s']:.1f} ops/s" if h["ops_per_s"] else "n/a ops/s"
@@ -291,8 +323,10 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
     )
     nem = h.get("nemesis") or {}
     if nem.get("events"):
-        parts = [f"{k} x{v}" + (f" ({v - nem['stopped'].get(k, 0)} not stopped)" if nem["stopped"].get(k, 0) < v else "")
-                 for k, v in sorted(nem["started"].items())]
+        parts = [
+            f"{k} x{v}" + (f" ({v - nem['stopped'].get(k, 0)} not stopped)" if nem["stopped"].get(k, 0) < v else "")
+            for k, v in sorted(nem["started"].items())
+        ]
         line = "nemesis: " + (", ".join(parts) or "no fault applied")
         if nem["not_applied"]:
             line += "; not applied: " + ", ".join(f"{k} x{v}" for k, v in sorted(nem["not_applied"].items()))
@@ -303,8 +337,9 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
         lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
     findings = next((r.stats.get("deviations") for r in results if r.checker == "exception-classes"), None)
     if findings:
-        lines.append(f"exception-class findings (spec E-list; not safety, --strict-exceptions fails on them): "
-                     f"{len(findings)}")
+        lines.append(
+            f"exception-class findings (spec E-list; not safety, --strict-exceptions fails on them): {len(findings)}"
+        )
         for f in findings[:10]:
             lines.append(f"  {f['kind']} ({f['claim']}): {f['explanation'][:240]}")
         if len(findings) > 10:
@@ -315,11 +350,15 @@ def render_summary(run_dir: Path, verdict: Verdict, results: list[CheckResult], 
             lines.append(f"  {f}: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(classes.items())))
     unsupported = {f: c["unsupported"] for f, c in h["error_classes_by_f"].items() if c.get("unsupported")}
     if unsupported:
-        lines.append("not tested, the engine cannot run them (spec claims about them stay unchecked): "
-                     + ", ".join(f"{f} x{n}" for f, n in sorted(unsupported.items())))
+        lines.append(
+            "not tested, the engine cannot run them (spec claims about them stay unchecked): "
+            + ", ".join(f"{f} x{n}" for f, n in sorted(unsupported.items()))
+        )
     if h["write_ops"]:
-        lines.append(f"conflict rate: {h['conflicts']}/{h['write_ops']} write ops "
-                     f"({100 * h['conflict_rate']:.1f}%) failed on a concurrent commit")
+        lines.append(
+            f"conflict rate: {h['conflicts']}/{h['write_ops']} write ops "
+            f"({100 * h['conflict_rate']:.1f}%) failed on a concurrent commit"
+        )
     width = max([16, *(len(r.checker) for r in results)])
     for r in results:
         lines.append(f"  {r.checker:<{width}} {r.verdict.value:<8} {r.explanation}")

@@ -44,13 +44,25 @@ def _positive(kind: type) -> object:
 def _spark_options(p: argparse.ArgumentParser) -> None:
     from harness.engines.deltaspark import LOG_STORES
 
-    p.add_argument("--log-store", default="default", help=f"delta-spark's commit protocol on S3: {', '.join(LOG_STORES)} "
-                   "(default: delta-spark's own default for s3a, S3SingleDriverLogStore)")
-    p.add_argument("--spark-jars", default=None, help="a directory of Delta's jars for delta-spark, instead of fetching "
-                   "them from Maven Central (default $DJ_SPARK_JARS; `delta-jepsen jars --dest DIR` fills one)")
-    p.add_argument("--spark-remote", default=None, help="--engine spark-connect: the Spark Connect endpoints of a "
-                   "running cluster with Delta configured, sc://host:port[,sc://host:port...] (nodes take them "
-                   "round-robin; default $DJ_SPARK_REMOTE)")
+    p.add_argument(
+        "--log-store",
+        default="default",
+        help=f"delta-spark's commit protocol on S3: {', '.join(LOG_STORES)} "
+        "(default: delta-spark's own default for s3a, S3SingleDriverLogStore)",
+    )
+    p.add_argument(
+        "--spark-jars",
+        default=None,
+        help="a directory of Delta's jars for delta-spark, instead of fetching "
+        "them from Maven Central (default $DJ_SPARK_JARS; `delta-jepsen jars --dest DIR` fills one)",
+    )
+    p.add_argument(
+        "--spark-remote",
+        default=None,
+        help="--engine spark-connect: the Spark Connect endpoints of a "
+        "running cluster with Delta configured, sc://host:port[,sc://host:port...] (nodes take them "
+        "round-robin; default $DJ_SPARK_REMOTE)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,28 +75,49 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
     r = sub.add_parser("run", help="run a test and check it (the default command)")
     r.add_argument("--workload", default="append", help=f"one of: {', '.join(WORKLOAD_NAMES)} (default append)")
-    r.add_argument("--engine", default="delta-spark", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark), "
-                   "or several comma-separated (mixed mode: their clients share the table)")
+    r.add_argument(
+        "--engine",
+        default="delta-spark",
+        help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark), "
+        "or several comma-separated (mixed mode: their clients share the table)",
+    )
     r.add_argument("--storage", default="s3", help=f"one of: {', '.join(STORAGE_KINDS)} (default s3: embedded moto)")
     r.add_argument("--nodes", type=_positive(int), default=2, help="engine nodes, e.g. Sail servers (default 2)")
     r.add_argument("--concurrency", type=_positive(int), default=4, help="client worker processes (default 4)")
     r.add_argument("--time-limit", type=_positive(float), default=30.0, help="seconds of workload (default 30)")
     r.add_argument("--seed", type=int, default=None, help="generator seed (default: random, recorded)")
-    r.add_argument("--op-timeout", type=_positive(float), default=30.0, help="seconds before an op is info (default 30)")
-    r.add_argument("--strict-exceptions", action="store_true",
-                   help="fail the run (exit 1) on a conflict that carries no E1-E6 class or one the log rules out; "
-                   "by default these are reported as findings beside the verdict")
+    r.add_argument(
+        "--op-timeout", type=_positive(float), default=30.0, help="seconds before an op is info (default 30)"
+    )
+    r.add_argument(
+        "--strict-exceptions",
+        action="store_true",
+        help="fail the run (exit 1) on a conflict that carries no E1-E6 class or one the log rules out; "
+        "by default these are reported as findings beside the verdict",
+    )
     r.add_argument("--isolation", default=None, help="table isolation level: Serializable or WriteSerializable")
-    r.add_argument("--nemesis", default="none", help=f"comma-separated faults: {', '.join(NEMESIS_NAMES)} "
-                   "(S3 faults turn on --s3-proxy)")
-    r.add_argument("--nemesis-interval", type=_positive(float), default=10.0,
-                   help="seconds per nemesis cycle: quiet for half, one fault for the other half (default 10)")
+    r.add_argument(
+        "--nemesis",
+        default="none",
+        help=f"comma-separated faults: {', '.join(NEMESIS_NAMES)} (S3 faults turn on --s3-proxy)",
+    )
+    r.add_argument(
+        "--nemesis-interval",
+        type=_positive(float),
+        default=10.0,
+        help="seconds per nemesis cycle: quiet for half, one fault for the other half (default 10)",
+    )
     r.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
-    r.add_argument("--local-root", default=None, help="--storage local: directory for the table (default: the run folder)")
+    r.add_argument(
+        "--local-root", default=None, help="--storage local: directory for the table (default: the run folder)"
+    )
     r.add_argument("--s3-endpoint", default=None, help="--storage external-s3: endpoint (default $AWS_ENDPOINT_URL)")
     r.add_argument("--s3-bucket", default=None, help="--storage external-s3: bucket (default $DJ_S3_BUCKET)")
-    r.add_argument("--s3-proxy", action="store_true", help="route clients through the S3 fault proxy "
-                   "(stats in logs/s3proxy-stats.json)")
+    r.add_argument(
+        "--s3-proxy",
+        action="store_true",
+        help="route clients through the S3 fault proxy (stats in logs/s3proxy-stats.json)",
+    )
     _spark_options(r)
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
     c = sub.add_parser("check", help="re-run the checkers on a stored run, without any engine")
@@ -94,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--engine", default="delta-spark", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark)")
     b.add_argument("--storage", default="local", help="local or s3 (default local)")
     b.add_argument("--ops", type=_positive(int), default=300, help="ops per measurement (default 300)")
-    bs = sub.add_parser("bench-startup", help="seconds until engine nodes answer (delta-spark JVMs next to Sail servers)")
+    bs = sub.add_parser(
+        "bench-startup", help="seconds until engine nodes answer (delta-spark JVMs next to Sail servers)"
+    )
     bs.add_argument("--engines", default="delta-spark,sail", help="comma-separated (default delta-spark,sail)")
     bs.add_argument("--nodes", type=_positive(int), default=2, help="nodes started at once (default 2)")
     bs.add_argument("--repeat", type=_positive(int), default=3, help="starts per engine (default 3)")
@@ -111,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--commits", default="100000", help="log commits per run, comma-separated (default 100000)")
     bk.add_argument("--concurrency", type=_positive(int), default=8, help="transactions in flight (default 8)")
     bk.add_argument("--seed", type=int, default=1)
-    bk.add_argument("--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, "
-                    "removed)")
+    bk.add_argument(
+        "--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, removed)"
+    )
     bk.add_argument("--profile", default=None, help="write cProfile stats of each check to PREFIX.<commits>")
     m = sub.add_parser("matrix", help="one run per workload x engine x isolation level, summarised as a table")
     m.add_argument("--workloads", default="all", help="comma-separated, or all (default)")
@@ -125,8 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
     sub.add_parser("list", help="list workloads, engines, storages, nemeses and checkers")
-    j = sub.add_parser("jars", help="fetch delta-spark's jars from Maven Central into the cache (and copy them to a "
-                       "directory for offline machines)")
+    j = sub.add_parser(
+        "jars",
+        help="fetch delta-spark's jars from Maven Central into the cache (and copy them to a "
+        "directory for offline machines)",
+    )
     j.add_argument("--features", default="delta,s3", help="comma-separated: delta, s3, dynamodb (default delta,s3)")
     j.add_argument("--dest", default=None, help="copy the jars here (use it later with --spark-jars DIR)")
     from harness.matrices.conformance.runner import add_parser as add_conformance
@@ -137,12 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.check.pipeline import check_run
+    from harness.core.isolation import LEVELS as ISOLATION_LEVELS
     from harness.engines import parse_engine_list
+    from harness.run.plan import RunSpec
     from harness.run.progress import Progress
     from harness.run.results import new_run_dir, results_root
     from harness.run.runner import Runner
-    from harness.core.isolation import LEVELS as ISOLATION_LEVELS
-    from harness.run.plan import RunSpec
     from harness.run.storage import STORAGE_KINDS
     from nemeses import PROXY_NEMESES, make_nemeses, parse_nemeses
     from workloads import make_workload
@@ -190,13 +229,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run: {run_dir}  seed {spec.seed}", file=sys.stderr)
     with Progress(spec.time_limit, enabled=not args.no_progress) as progress:
         outcome = Runner(spec, run_dir, progress).run()
-    (run_dir / "run.json").write_text(json.dumps({
-        "elapsed": round(outcome.elapsed, 3),
-        "interrupted": outcome.interrupted,
-        "counts": outcome.counts,
-        "fatal": outcome.fatal,
-        "refused": outcome.refused,
-    }, indent=2) + "\n")
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {
+                "elapsed": round(outcome.elapsed, 3),
+                "interrupted": outcome.interrupted,
+                "counts": outcome.counts,
+                "fatal": outcome.fatal,
+                "refused": outcome.refused,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     report = check_run(run_dir)
     print(report.summary, end="")
     if outcome.interrupted:
@@ -218,8 +263,9 @@ def _spark_remote(args: argparse.Namespace, engines: tuple[str, ...], nemesis: l
         return None
     value = args.spark_remote if args.spark_remote is not None else os.environ.get(remote.REMOTE_ENV)
     if not value:
-        raise HarnessError(f"--engine {remote.NAME} needs --spark-remote sc://host:port[,sc://host:port...] "
-                           f"(or ${remote.REMOTE_ENV})")
+        raise HarnessError(
+            f"--engine {remote.NAME} needs --spark-remote sc://host:port[,sc://host:port...] (or ${remote.REMOTE_ENV})"
+        )
     urls = remote.parse_remotes(value)
     remote.check_storage(args.storage)
     for notice in remote.check_nemeses(engines, nemesis, PROXY_NEMESES, args.s3_proxy):
@@ -245,8 +291,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     from nemeses import NEMESIS_NAMES
     from workloads import WORKLOAD_NAMES
 
-    for title, names in (("workloads", WORKLOAD_NAMES), ("engines", ENGINE_NAMES), ("storage", STORAGE_KINDS),
-                         ("nemeses", NEMESIS_NAMES), ("checkers", tuple(CHECKERS))):
+    for title, names in (
+        ("workloads", WORKLOAD_NAMES),
+        ("engines", ENGINE_NAMES),
+        ("storage", STORAGE_KINDS),
+        ("nemeses", NEMESIS_NAMES),
+        ("checkers", tuple(CHECKERS)),
+    ):
         print(f"{title}: {', '.join(names)}")
     return 0
 
@@ -271,10 +322,10 @@ def cmd_jars(args: argparse.Namespace) -> int:
 def cmd_matrix(args: argparse.Namespace) -> int:
     import time
 
+    from harness.core.isolation import LEVELS as ISOLATION_LEVELS
     from harness.engines import ENGINE_NAMES, REMOTE_ENGINES
     from harness.matrices.workload import run_matrix
     from harness.run.results import results_root
-    from harness.core.isolation import LEVELS as ISOLATION_LEVELS
     from harness.run.storage import STORAGE_KINDS
     from workloads import WORKLOAD_NAMES
 
@@ -294,8 +345,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.storage not in STORAGE_KINDS:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
     root = results_root(args.results_dir) / "matrix" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return run_matrix(workloads, engines, levels, args.time_limit, args.concurrency, args.storage, args.jobs, root,
-                      args.seed)
+    return run_matrix(
+        workloads, engines, levels, args.time_limit, args.concurrency, args.storage, args.jobs, root, args.seed
+    )
 
 
 def cmd_bench_overhead(args: argparse.Namespace) -> int:
@@ -355,10 +407,19 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
         argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "check": cmd_check, "list": cmd_list, "bench-overhead": cmd_bench_overhead,
-                "bench-checker": cmd_bench_checker, "bench-check": cmd_bench_check, "matrix": cmd_matrix,
-                "bench-proxy": cmd_bench_proxy, "conformance": _cmd_conformance, "jars": cmd_jars,
-                "bench-startup": cmd_bench_startup}
+    handlers = {
+        "run": cmd_run,
+        "check": cmd_check,
+        "list": cmd_list,
+        "bench-overhead": cmd_bench_overhead,
+        "bench-checker": cmd_bench_checker,
+        "bench-check": cmd_bench_check,
+        "matrix": cmd_matrix,
+        "bench-proxy": cmd_bench_proxy,
+        "conformance": _cmd_conformance,
+        "jars": cmd_jars,
+        "bench-startup": cmd_bench_startup,
+    }
     try:
         return handlers[args.cmd](args)
     except HarnessError as e:
@@ -378,8 +439,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except Exception:  # noqa: BLE001 - a harness bug is no verdict on the engine
         traceback.print_exc()
-        print("delta-jepsen: error: the harness failed (a bug in delta-jepsen, not a verdict on the engine; "
-              "traceback above)", file=sys.stderr)
+        print(
+            "delta-jepsen: error: the harness failed (a bug in delta-jepsen, not a verdict on the engine; "
+            "traceback above)",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
 
 

@@ -28,10 +28,11 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
@@ -87,7 +88,7 @@ class OpError:
         return {"class": self.cls.value, "claim": self.cls.claim, "raw": self.raw}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "OpError":
+    def from_json(cls, d: dict[str, Any]) -> OpError:
         try:
             klass = ErrorClass(d.get("class"))
         except ValueError:
@@ -115,7 +116,7 @@ class Event:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Event":
+    def from_json(cls, d: dict[str, Any]) -> Event:
         err = d.get("error")
         return cls(
             index=int(d["index"]),
@@ -198,9 +199,9 @@ class History:
                 pending[e.id] = op
                 out.append(op)
             elif e.type in COMPLETIONS:
-                op = pending.pop(e.id, None)
-                if op is not None:
-                    op.completion = e
+                started = pending.pop(e.id, None)
+                if started is not None:
+                    started.completion = e
         return out
 
     def client_ops(self) -> list[Op]:
@@ -299,7 +300,7 @@ class HistoryWriter:
             if not self._fh.closed:
                 self._fh.close()
 
-    def __enter__(self) -> "HistoryWriter":
+    def __enter__(self) -> HistoryWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,8 +18,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
 from harness.core.errors import HarnessError
 
@@ -60,7 +61,7 @@ class ManagedProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def start(self) -> "ManagedProcess":
+    def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         # A process started again on the same log appends to it: readiness
@@ -95,8 +96,7 @@ class ManagedProcess:
                 return m
             if self.proc is not None and self.proc.poll() is not None:
                 raise HarnessError(
-                    f"{self.name} exited with code {self.proc.returncode} before it was ready "
-                    f"(log: {self.log_path})"
+                    f"{self.name} exited with code {self.proc.returncode} before it was ready (log: {self.log_path})"
                 )
             if time.monotonic() > deadline:
                 raise HarnessError(f"{self.name} not ready after {timeout:.0f}s (log: {self.log_path})")
@@ -232,7 +232,7 @@ def owned_tempdir(prefix: str) -> str:
     """
     root = Path(tempfile.gettempdir())
     for d in root.glob(f"{prefix}*"):
-        owner = d.name[len(prefix):].split("-", 1)[0]
+        owner = d.name[len(prefix) :].split("-", 1)[0]
         if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
             shutil.rmtree(d, ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")

@@ -36,5 +36,6 @@ class Storage(ABC):
         """What goes into spec.json: enough to re-run, never a secret."""
         return {"kind": self.kind}
 
+    @abstractmethod
     def stop(self) -> None:
-        pass
+        """Stop what the storage started (a moto server, the proxy)."""

@@ -31,7 +31,7 @@ class TableSpec:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TableSpec":
+    def from_json(cls, d: dict[str, Any]) -> TableSpec:
         return cls(
             columns=tuple(Column(n, t) for n, t in d["columns"]),
             partition_by=tuple(d.get("partition_by", ())),

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.table import TableSpec
-from harness.engines.errors import Classified
 from harness.core.storage import Storage
+from harness.core.table import Column, TableSpec
+from harness.engines.errors import Classified
 
 if TYPE_CHECKING:
     from harness.core.procs import ManagedProcess
@@ -91,7 +91,8 @@ class EngineClient(ABC):
     def open(self) -> None: ...
 
     def close(self) -> None:
-        pass
+        """End the session; by default there is nothing to end."""
+        return None
 
     @abstractmethod
     def create_table(self, table: TableSpec) -> OpResult: ...
@@ -110,9 +111,15 @@ class EngineClient(ABC):
         """DELETE FROM t WHERE <SQL predicate>. value: rows deleted, if known."""
         raise NotImplementedError(f"{self.name} has no delete")
 
-    def merge(self, source_rows: list[tuple], source_columns: list[str], on: str,
-              when_matched_set: dict[str, str] | None, insert_values: dict[str, str] | None,
-              op_id: str) -> OpResult:
+    def merge(
+        self,
+        source_rows: list[tuple],
+        source_columns: list[str],
+        on: str,
+        when_matched_set: dict[str, str] | None,
+        insert_values: dict[str, str] | None,
+        op_id: str,
+    ) -> OpResult:
         """MERGE INTO t USING <source_rows> s ON <on> [WHEN MATCHED THEN UPDATE
         SET col = <expr>] [WHEN NOT MATCHED THEN INSERT (col) VALUES (<expr>)].
         Expressions name the source as `s` and the target as `t` (so
@@ -143,8 +150,9 @@ class EngineClient(ABC):
         """ALTER TABLE t ADD COLUMNS (nullable columns): a schema change (spec C17)."""
         raise NotImplementedError(f"{self.name} has no add_columns")
 
-    def append_idempotent(self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int,
-                          op_id: str) -> OpResult:
+    def append_idempotent(
+        self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int, op_id: str
+    ) -> OpResult:
         """Blind append tagged with a `txn` action (app_id, txn_version), spec
         E5: skipped when the table already holds a version >= txn_version for
         app_id. value: {"skipped": True/False, or None where the engine does
@@ -158,7 +166,7 @@ class EngineClient(ABC):
         one must fail."""
         raise NotImplementedError(f"{self.name} has no create_table_at")
 
-    def at(self, table_uri: str) -> "EngineClient":
+    def at(self, table_uri: str) -> EngineClient:
         """This client (same session, same storage identity) bound to another
         table, e.g. one of a create race's tables. Only path-based ops address
         it: a Spark client's SQL still names the session's registered table,
@@ -195,21 +203,25 @@ class Engine(ABC):
         return [Node(f"n{first + i}") for i in range(n)]
 
     def stop_nodes(self) -> None:
-        pass
+        """Stop the nodes start_nodes started; by default it started none."""
+        return None
 
-    def server(self, name: str) -> "ManagedProcess | None":
+    def server(self, name: str) -> ManagedProcess | None:
         """The server process of node `name`, for engines whose nodes have
         one (Sail): what the kill, pause and clock nemeses act on."""
         return None
 
-    def restart_node(self, node: Node, storage: Storage, logs_dir: Path, timeout: float,
-                     extra_env: dict[str, str] | None = None) -> None:
+    def restart_node(
+        self, node: Node, storage: Storage, logs_dir: Path, timeout: float, extra_env: dict[str, str] | None = None
+    ) -> None:
         """Start node's server again (killing it first if it runs), with
         `extra_env`; updates node.url, pid and log in place."""
         raise NotImplementedError(f"{self.name} nodes have no server to restart")
 
     @abstractmethod
-    def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float) -> ClientConfig: ...
+    def client_config(
+        self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
+    ) -> ClientConfig: ...
 
     def versions(self) -> dict[str, str]:
         """Package versions of the engine, for spec.json."""

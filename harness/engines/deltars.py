@@ -4,15 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import Capabilities, ClientConfig, Engine, EngineClient, Node, OpResult
-from harness.core.table import Column, TableSpec
-from harness.engines.errors import Classified, classify_deltars
 from harness.core.storage import Storage
+from harness.core.table import Column, TableSpec
+from harness.engines.base import Capabilities, ClientConfig, Engine, EngineClient, Node, OpResult
+from harness.engines.errors import Classified, classify_deltars
 
 DELTARS_CAPABILITIES = Capabilities(
-    ops=frozenset({"create-table", "append", "read", "update", "delete", "optimize", "merge", "insert_select",
-                   "add-columns", "append-idempotent",
-                   "create-table-at"}),
+    ops=frozenset(
+        {
+            "create-table",
+            "append",
+            "read",
+            "update",
+            "delete",
+            "optimize",
+            "merge",
+            "insert_select",
+            "add-columns",
+            "append-idempotent",
+            "create-table-at",
+        }
+    ),
     read_version_known=True,
     commit_version_known=True,
     row_level_concurrency=False,
@@ -33,8 +45,14 @@ _ARROW_TYPES = {
     "BOOLEAN": "bool_",
     "DATE": "date32",
 }
-_DELTA_TYPES = {"BIGINT": "long", "INT": "integer", "STRING": "string", "DOUBLE": "double", "BOOLEAN": "boolean",
-                "DATE": "date"}
+_DELTA_TYPES = {
+    "BIGINT": "long",
+    "INT": "integer",
+    "STRING": "string",
+    "DOUBLE": "double",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+}
 
 
 def arrow_schema(table: TableSpec) -> Any:
@@ -62,7 +80,10 @@ def _with_added_columns(data: Any, dt: Any) -> Any:
     target = pa.schema(dt.schema().to_arrow())
     if all(n in data.column_names for n in target.names):
         return data
-    cols = [data.column(n) if n in data.column_names else pa.nulls(len(data), f.type) for n, f in zip(target.names, target)]
+    cols = [
+        data.column(n) if n in data.column_names else pa.nulls(len(data), f.type)
+        for n, f in zip(target.names, target, strict=True)
+    ]
     return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, f.type) for f in target]))
 
 
@@ -120,7 +141,7 @@ class DeltaRsClient(EngineClient):
         # than the one this op committed (the log's dj.op tells which).
         return OpResult(version=dt.version())
 
-    def at(self, table_uri: str) -> "DeltaRsClient":
+    def at(self, table_uri: str) -> DeltaRsClient:
         other = super().at(table_uri)
         assert isinstance(other, DeltaRsClient)
         other.dt = None  # the cached table object is the old table's
@@ -131,7 +152,7 @@ class DeltaRsClient(EngineClient):
         from deltalake import CommitProperties, write_deltalake
 
         schema = arrow_schema(table)
-        data = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
+        data = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
         dt = self._table()
         data = _with_added_columns(data, dt)
         write_deltalake(dt, data, mode="append", commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
@@ -142,8 +163,9 @@ class DeltaRsClient(EngineClient):
         from deltalake import CommitProperties
 
         dt = self._table()
-        metrics = dt.update(predicate=where, updates=assignments,
-                            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
+        metrics = dt.update(
+            predicate=where, updates=assignments, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id})
+        )
         return OpResult(value={"updated": (metrics or {}).get("num_updated_rows")}, version=dt.version())
 
     def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
@@ -153,16 +175,29 @@ class DeltaRsClient(EngineClient):
         metrics = dt.delete(predicate=where, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
         return OpResult(value={"deleted": (metrics or {}).get("num_deleted_rows")}, version=dt.version())
 
-    def merge(self, source_rows: list[tuple], source_columns: list[str], on: str,
-              when_matched_set: dict[str, str] | None, insert_values: dict[str, str] | None,
-              op_id: str) -> OpResult:
+    def merge(
+        self,
+        source_rows: list[tuple],
+        source_columns: list[str],
+        on: str,
+        when_matched_set: dict[str, str] | None,
+        insert_values: dict[str, str] | None,
+        op_id: str,
+    ) -> OpResult:
         import pyarrow as pa
 
         dt = self._table()
-        source = _as_target_types(pa.Table.from_pylist([dict(zip(source_columns, r)) for r in source_rows]), dt)
+        source = _as_target_types(
+            pa.Table.from_pylist([dict(zip(source_columns, r, strict=True)) for r in source_rows]), dt
+        )
         metrics = self._merge(dt, source, on, when_matched_set, insert_values, op_id)
-        return OpResult(value={"inserted": metrics.get("num_target_rows_inserted"),
-                               "updated": metrics.get("num_target_rows_updated")}, version=dt.version())
+        return OpResult(
+            value={
+                "inserted": metrics.get("num_target_rows_inserted"),
+                "updated": metrics.get("num_target_rows_updated"),
+            },
+            version=dt.version(),
+        )
 
     def insert_select(self, columns: list[str], select_sql: str, match_on: list[str], op_id: str) -> OpResult:
         import pyarrow as pa
@@ -177,15 +212,33 @@ class DeltaRsClient(EngineClient):
         source = _as_target_types(pa.table(rows).select(columns), dt)
         on = " AND ".join(f"t.{c} = s.{c}" for c in match_on)
         metrics = self._merge(dt, source, on, None, {c: f"s.{c}" for c in columns}, op_id)
-        return OpResult(value={"inserted": metrics.get("num_target_rows_inserted"), "read_version": read_version,
-                               "rows": source.to_pylist()}, version=dt.version())
+        return OpResult(
+            value={
+                "inserted": metrics.get("num_target_rows_inserted"),
+                "read_version": read_version,
+                "rows": source.to_pylist(),
+            },
+            version=dt.version(),
+        )
 
-    def _merge(self, dt: Any, source: Any, on: str, when_matched_set: dict[str, str] | None,
-               insert_values: dict[str, str] | None, op_id: str) -> dict[str, Any]:
+    def _merge(
+        self,
+        dt: Any,
+        source: Any,
+        on: str,
+        when_matched_set: dict[str, str] | None,
+        insert_values: dict[str, str] | None,
+        op_id: str,
+    ) -> dict[str, Any]:
         from deltalake import CommitProperties
 
-        merger = dt.merge(source=source, predicate=on, source_alias="s", target_alias="t",
-                          commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
+        merger = dt.merge(
+            source=source,
+            predicate=on,
+            source_alias="s",
+            target_alias="t",
+            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}),
+        )
         if when_matched_set:
             merger = merger.when_matched_update(when_matched_set)
         if insert_values:
@@ -202,8 +255,10 @@ class DeltaRsClient(EngineClient):
         else:
             metrics = dt.optimize.compact(commit_properties=props)
         metrics = metrics or {}
-        return OpResult(value={"files_added": metrics.get("numFilesAdded"),
-                               "files_removed": metrics.get("numFilesRemoved")}, version=dt.version())
+        return OpResult(
+            value={"files_added": metrics.get("numFilesAdded"), "files_removed": metrics.get("numFilesRemoved")},
+            version=dt.version(),
+        )
 
     def set_properties(self, props: dict[str, str], op_id: str) -> OpResult:
         # delta-rs 1.6 accepts only the delta.* keys it knows ("Error parsing
@@ -211,7 +266,9 @@ class DeltaRsClient(EngineClient):
         from deltalake import CommitProperties
 
         dt = self._table()
-        dt.alter.set_table_properties(dict(props), commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
+        dt.alter.set_table_properties(
+            dict(props), commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id})
+        )
         return OpResult(version=dt.version())
 
     def add_columns(self, columns: list[Column], op_id: str) -> OpResult:
@@ -223,8 +280,9 @@ class DeltaRsClient(EngineClient):
         dt.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
         return OpResult(version=dt.version())
 
-    def append_idempotent(self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int,
-                          op_id: str) -> OpResult:
+    def append_idempotent(
+        self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int, op_id: str
+    ) -> OpResult:
         import pyarrow as pa
         from deltalake import CommitProperties, Transaction, write_deltalake
 
@@ -236,9 +294,17 @@ class DeltaRsClient(EngineClient):
         if done is not None and done >= txn_version:
             return OpResult(value={"skipped": True, "committed_txn_version": done}, version=dt.version())
         schema = arrow_schema(table)
-        data = _with_added_columns(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema), dt)
-        write_deltalake(dt, data, mode="append", commit_properties=CommitProperties(
-            custom_metadata={OP_ID_KEY: op_id}, app_transactions=[Transaction(app_id, int(txn_version))]))
+        data = _with_added_columns(
+            pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema), dt
+        )
+        write_deltalake(
+            dt,
+            data,
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata={OP_ID_KEY: op_id}, app_transactions=[Transaction(app_id, int(txn_version))]
+            ),
+        )
         return OpResult(value={"skipped": False}, version=dt.version())
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
@@ -249,7 +315,7 @@ class DeltaRsClient(EngineClient):
         # QueryBuilder, not to_pyarrow_table(): the latter intermittently
         # aborts the interpreter at exit (seen with deltalake 1.6.6).
         t = QueryBuilder().register("t", dt).execute(f"SELECT {', '.join(columns)} FROM t").read_all()
-        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns))), version=version)
+        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)), version=version)
 
     def classify(self, exc: BaseException) -> Classified:
         return classify_deltars(exc)
@@ -259,7 +325,9 @@ class DeltaRsEngine(Engine):
     name = "delta-rs"
     capabilities = DELTARS_CAPABILITIES
 
-    def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float) -> ClientConfig:
+    def client_config(
+        self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
+    ) -> ClientConfig:
         return ClientConfig(
             engine=self.name,
             node=node.name,

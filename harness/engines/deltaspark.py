@@ -21,20 +21,35 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess, owned_tempdir, python_argv
+from harness.core.storage import Storage
 from harness.engines.base import Capabilities, ClientConfig, Node
 from harness.engines.jars import JarSet, resolve, spark_home
 from harness.engines.servers import ServerEngine
 from harness.engines.spark import spark_uri
-from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, owned_tempdir, python_argv
-from harness.core.storage import Storage
 
 DELTA_SPARK_CAPABILITIES = Capabilities(
-    ops=frozenset({"create-table", "append", "read", "update", "delete", "merge", "insert_select", "optimize",
-                   "set-properties", "add-columns", "append-idempotent", "create-table-at"}),
+    ops=frozenset(
+        {
+            "create-table",
+            "append",
+            "read",
+            "update",
+            "delete",
+            "merge",
+            "insert_select",
+            "optimize",
+            "set-properties",
+            "add-columns",
+            "append-idempotent",
+            "create-table-at",
+        }
+    ),
     # Through Spark Connect a statement reports neither version; the log's
     # commitInfo names the op (userMetadata) with its readVersion.
     read_version_known=False,
@@ -79,10 +94,16 @@ logger.txn.level = info
 # The commit protocols delta-spark 4.0 offers on S3: name -> (LogStore class
 # for s3a, jar feature it needs, what the summary says).
 LOG_STORES: dict[str, tuple[str | None, str, str]] = {
-    "default": (None, "s3", "S3SingleDriverLogStore (delta-spark's default for s3a: mutual exclusion "
-                "inside one JVM only)"),
-    "dynamodb": ("io.delta.storage.S3DynamoDBLogStore", "dynamodb",
-                 "S3DynamoDBLogStore (a DynamoDB conditional put per commit)"),
+    "default": (
+        None,
+        "s3",
+        "S3SingleDriverLogStore (delta-spark's default for s3a: mutual exclusion inside one JVM only)",
+    ),
+    "dynamodb": (
+        "io.delta.storage.S3DynamoDBLogStore",
+        "dynamodb",
+        "S3DynamoDBLogStore (a DynamoDB conditional put per commit)",
+    ),
 }
 DYNAMODB_TABLE = "delta_log"
 
@@ -109,8 +130,9 @@ class DeltaSparkEngine(ServerEngine):
     capabilities = DELTA_SPARK_CAPABILITIES
     stop_grace = 10.0
 
-    def __init__(self, log_store: str = "default", jar_dir: str | None = None,
-                 progress: Callable[[str], None] | None = None):
+    def __init__(
+        self, log_store: str = "default", jar_dir: str | None = None, progress: Callable[[str], None] | None = None
+    ):
         if log_store not in LOG_STORES:
             raise HarnessError(f"unknown --log-store {log_store!r}; valid: {', '.join(LOG_STORES)}")
         self.log_store = log_store
@@ -169,20 +191,23 @@ class DeltaSparkEngine(ServerEngine):
         }
         if storage.kind != "local":
             endpoint = storage.client_env("x")["AWS_ENDPOINT_URL"]
-            conf.update({
-                "spark.hadoop.fs.s3a.endpoint": endpoint,
-                "spark.hadoop.fs.s3a.endpoint.region": getattr(storage, "region", "us-east-1"),
-                "spark.hadoop.fs.s3a.path.style.access": "true",
-                "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
-                # Credentials come from the JVM's environment, never argv.
-                "spark.hadoop.fs.s3a.aws.credentials.provider":
-                    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
-                # Fail an S3 call in seconds, not minutes: the harness's op
-                # timeout decides what is indeterminate.
-                "spark.hadoop.fs.s3a.attempts.maximum": "3",
-                "spark.hadoop.fs.s3a.retry.limit": "3",
-                "spark.hadoop.fs.s3a.connection.timeout": "30s",
-            })
+            conf.update(
+                {
+                    "spark.hadoop.fs.s3a.endpoint": endpoint,
+                    "spark.hadoop.fs.s3a.endpoint.region": getattr(storage, "region", "us-east-1"),
+                    "spark.hadoop.fs.s3a.path.style.access": "true",
+                    "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
+                    # Credentials come from the JVM's environment, never argv.
+                    "spark.hadoop.fs.s3a.aws.credentials.provider": (
+                        "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+                    ),
+                    # Fail an S3 call in seconds, not minutes: the harness's op
+                    # timeout decides what is indeterminate.
+                    "spark.hadoop.fs.s3a.attempts.maximum": "3",
+                    "spark.hadoop.fs.s3a.retry.limit": "3",
+                    "spark.hadoop.fs.s3a.connection.timeout": "30s",
+                }
+            )
             store_class = LOG_STORES[self.log_store][0]
             if store_class:
                 conf["spark.delta.logStore.s3a.impl"] = store_class
@@ -191,8 +216,7 @@ class DeltaSparkEngine(ServerEngine):
 
     # -- nodes -------------------------------------------------------------------
 
-    def _spawn(self, name: str, storage: Storage, log: Path,
-               extra_env: dict[str, str] | None = None) -> ManagedProcess:
+    def _spawn(self, name: str, storage: Storage, log: Path, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         jars = self.prepare(storage)
         # A restarted node's old JVM is dead by now (restart_node kills it
         # first): its scratch dir, and the Delta cache in it, go with it.
@@ -205,24 +229,40 @@ class DeltaSparkEngine(ServerEngine):
         Path(log4j).write_text(LOG4J2)
         home = spark_home()
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
-        argv = [str(home / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--master", "local[2]",
-                "--driver-memory", memory,
-                *_conf({**self._spark_conf(storage, 0), "spark.local.dir": work,
-                        "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
-                        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work} "
-                                                         f"-Dlog4j2.configurationFile=file:{log4j} "
-                                                         + os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS),
-                        **_env_conf()}),
-                "spark-internal"]
+        argv = [
+            str(home / "bin" / "spark-submit"),
+            "--class",
+            CONNECT_SERVER,
+            "--master",
+            "local[2]",
+            "--driver-memory",
+            memory,
+            *_conf(
+                {
+                    **self._spark_conf(storage, 0),
+                    "spark.local.dir": work,
+                    "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
+                    "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work} "
+                    f"-Dlog4j2.configurationFile=file:{log4j} " + os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS),
+                    **_env_conf(),
+                }
+            ),
+            "spark-internal",
+        ]
         # SPARK_LOCAL_IP: nothing of the JVM binds beyond loopback.
         # Delta's jars go on the class path after Spark's own, not through
         # `--jars`: Spark copies every `--jars` file into its temp dir (541 MB
         # per JVM, most of it the AWS SDK bundle), seconds of disk writes per
         # start; and after, because that bundle carries an old SLF4J API that,
         # ahead of Spark's, silences the log the readiness probe reads.
-        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", **storage.client_env(name),
-               "SPARK_DIST_CLASSPATH": os.pathsep.join(str(p) for p in jars.jars),
-               **(extra_env or {})}
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            **storage.client_env(name),
+            "SPARK_DIST_CLASSPATH": os.pathsep.join(str(p) for p in jars.jars),
+            **(extra_env or {}),
+        }
         env.pop("PYSPARK_PYTHON", None)
         return ManagedProcess(f"delta-spark-{name}", argv, log, env=env, cwd=work).start()
 
@@ -237,9 +277,16 @@ class DeltaSparkEngine(ServerEngine):
         for node in nodes:
             srv = self.by_name[node.name]
             scratch = os.path.join(srv.cwd or tempfile.gettempdir(), "warmup-table")
-            procs.append((node, ManagedProcess(f"warm-up {node.name}",
-                                               python_argv("harness.engines.warmup", node.url or "", scratch),
-                                               logs_dir / f"delta-spark-{node.name}.warmup.log").start()))
+            procs.append(
+                (
+                    node,
+                    ManagedProcess(
+                        f"warm-up {node.name}",
+                        python_argv("harness.engines.warmup", node.url or "", scratch),
+                        logs_dir / f"delta-spark-{node.name}.warmup.log",
+                    ).start(),
+                )
+            )
         deadline = time.monotonic() + WARMUP_TIMEOUT_S
         try:
             for node, p in procs:
@@ -247,11 +294,14 @@ class DeltaSparkEngine(ServerEngine):
                 try:
                     code = p.proc.wait(max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    raise HarnessError(f"delta-spark node {node.name}: warm-up not done after "
-                                       f"{WARMUP_TIMEOUT_S:.0f} s (log: {p.log_path})") from None
+                    raise HarnessError(
+                        f"delta-spark node {node.name}: warm-up not done after "
+                        f"{WARMUP_TIMEOUT_S:.0f} s (log: {p.log_path})"
+                    ) from None
                 if code != 0:
-                    raise HarnessError(f"delta-spark node {node.name}: warm-up failed with exit code {code} "
-                                       f"(log: {p.log_path})")
+                    raise HarnessError(
+                        f"delta-spark node {node.name}: warm-up failed with exit code {code} (log: {p.log_path})"
+                    )
         finally:
             for _, p in procs:
                 p.kill()
@@ -275,10 +325,17 @@ class DeltaSparkEngine(ServerEngine):
             shutil.rmtree(d, ignore_errors=True)
         self.workdirs.clear()
 
-    def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str,
-                      timeout: float) -> ClientConfig:
-        return ClientConfig(engine=self.name, node=node.name, process=process, table_uri=spark_uri(table_uri),
-                            url=node.url, timeout=timeout)
+    def client_config(
+        self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
+    ) -> ClientConfig:
+        return ClientConfig(
+            engine=self.name,
+            node=node.name,
+            process=process,
+            table_uri=spark_uri(table_uri),
+            url=node.url,
+            timeout=timeout,
+        )
 
     def versions(self) -> dict[str, Any]:
         from importlib.metadata import version

@@ -48,8 +48,8 @@ that did happen; the harness's log checkers must not take a conflict's
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from harness.core.history import FAIL, INFO, ErrorClass, OpError
 
@@ -91,9 +91,7 @@ _CONDITIONS: tuple[tuple[str, ErrorClass], ...] = (
     ("DELTA_MAX_COMMIT_RETRIES_EXCEEDED", E.UNCLASSIFIED_CONFLICT),
     ("DELTA_FEATURE_DROP_CONFLICT_REVALIDATION_FAIL", E.UNCLASSIFIED_CONFLICT),
 )
-_CONDITION_RE = re.compile(
-    r"\b(" + "|".join(c for c, _ in _CONDITIONS) + r")(?:\.[A-Z0-9_]+)?\b"
-)
+_CONDITION_RE = re.compile(r"\b(" + "|".join(c for c, _ in _CONDITIONS) + r")(?:\.[A-Z0-9_]+)?\b")
 _CONDITION_CLS = dict(_CONDITIONS)
 
 # JVM / Python exception class names (simple names; any package).
@@ -117,7 +115,10 @@ _CLASS_NAME_CLS = dict(_CLASS_NAMES)
 _RS_CONFLICTS: tuple[tuple[re.Pattern[str], ErrorClass], ...] = (
     (re.compile(r"a concurrent transactions? added new data", re.I), E.CONCURRENT_APPEND),
     (re.compile(r"a concurrent transaction deleted data this operation read", re.I), E.CONCURRENT_DELETE_READ),
-    (re.compile(r"a concurrent transaction deleted the same data your transaction deletes", re.I), E.CONCURRENT_DELETE_DELETE),
+    (
+        re.compile(r"a concurrent transaction deleted the same data your transaction deletes", re.I),
+        E.CONCURRENT_DELETE_DELETE,
+    ),
     (re.compile(r"Metadata changed since last commit", re.I), E.METADATA_CHANGED),
     (re.compile(r"Concurrent transaction failed", re.I), E.CONCURRENT_TRANSACTION),
     (re.compile(r"Protocol changed since last commit", re.I), E.PROTOCOL_CHANGED),
@@ -139,9 +140,15 @@ _JVM_TEXTS: tuple[tuple[re.Pattern[str], ErrorClass], ...] = (
     (re.compile(r"attempted to read one or more files that were deleted", re.I), E.CONCURRENT_DELETE_READ),
     (re.compile(r"attempted to delete one or more files that were deleted", re.I), E.CONCURRENT_DELETE_DELETE),
     (re.compile(r"metadata of the Delta table has been changed by a concurrent update", re.I), E.METADATA_CHANGED),
-    (re.compile(r"protocol version of the Delta table has been changed by a concurrent update", re.I), E.PROTOCOL_CHANGED),
+    (
+        re.compile(r"protocol version of the Delta table has been changed by a concurrent update", re.I),
+        E.PROTOCOL_CHANGED,
+    ),
     (re.compile(r"multiple streaming queries are using the same checkpoint", re.I), E.CONCURRENT_TRANSACTION),
-    (re.compile(r"A concurrent transaction has written new data since the current transaction read", re.I), E.UNCLASSIFIED_CONFLICT),
+    (
+        re.compile(r"A concurrent transaction has written new data since the current transaction read", re.I),
+        E.UNCLASSIFIED_CONFLICT,
+    ),
 )
 
 _TIMEOUT_RE = re.compile(
@@ -207,6 +214,7 @@ _TYPE_ERROR_RE = re.compile(r"\bcast(?:ing)?\b|type[_ ]coercion|cannot infer com
 def _unsupported_text(text: str) -> bool:
     return bool(_UNSUPPORTED_RE.search(text)) and not _TYPE_ERROR_RE.search(text)
 
+
 _OSERROR_NAMES = frozenset(
     {
         "OSError",
@@ -244,9 +252,7 @@ _DEFINITE_PY = frozenset(
     }
 )
 # deltalake's own exception types.
-_DELTARS_DEFINITE = frozenset(
-    {"TableNotFoundError", "SchemaMismatchError", "DeltaProtocolError", "DeltaError"}
-)
+_DELTARS_DEFINITE = frozenset({"TableNotFoundError", "SchemaMismatchError", "DeltaProtocolError", "DeltaError"})
 # PySpark / Spark Connect types for parse, analysis and validation errors.
 _SPARK_DEFINITE = frozenset(
     {
@@ -361,9 +367,7 @@ def _conflict_from_rs(text: str) -> ErrorClass | None:
 
 def _is_timeout(type_names: Iterable[str], text: str) -> bool:
     names = set(type_names)
-    return bool(names & {"TimeoutError", "timeout", "ReadTimeout", "ConnectTimeout"}) or bool(
-        _TIMEOUT_RE.search(text)
-    )
+    return bool(names & {"TimeoutError", "timeout", "ReadTimeout", "ConnectTimeout"}) or bool(_TIMEOUT_RE.search(text))
 
 
 def _is_network(text: str) -> bool:
@@ -421,8 +425,12 @@ def classify_deltars_text(
         # TransactionError variants that are no conflict. "Transaction
         # failed: ..." is a log-store (e.g. DynamoDB) failure during the
         # commit: indeterminate, like anything unrecognised here.
-        if re.search(r"append-only|Table features must be specified|Snapshot is corrupted|"
-                     r"No metadata found", text, re.I):
+        if re.search(
+            r"append-only|Table features must be specified|Snapshot is corrupted|"
+            r"No metadata found",
+            text,
+            re.I,
+        ):
             return Classified(E.NOT_A_CONFLICT, True, raw)
         return Classified(E.NOT_A_CONFLICT, False, raw)
     if set(names) & (_DELTARS_DEFINITE | _DEFINITE_PY):
@@ -473,8 +481,10 @@ def classify_spark_text(
 
     # Raised while parsing or analysing, before anything runs: definite,
     # whatever words the message holds (a column may be called `timeout`).
-    if "UnsupportedOperationException" in names or "NotImplementedError" in names or (
-        "PySparkNotImplementedError" in names
+    if (
+        "UnsupportedOperationException" in names
+        or "NotImplementedError" in names
+        or ("PySparkNotImplementedError" in names)
     ):
         return Classified(E.UNSUPPORTED, True, raw)
     if condition and re.match(r"(?:DELTA_)?UNSUPPORTED_", condition):

@@ -29,12 +29,13 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator
 
 from harness.core.errors import HarnessError
+from harness.core.procs import ManagedProcess
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 FEATURES = ("delta", "s3", "dynamodb")
@@ -71,7 +72,7 @@ class Versions:
     delta: str
 
     @classmethod
-    def installed(cls) -> "Versions":
+    def installed(cls) -> Versions:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
@@ -106,8 +107,11 @@ class JarSet:
 
     def describe(self) -> dict[str, object]:
         """For spec.json: what was on the class path, never a local path of the cache."""
-        return {"source": "maven-central" if self.source == "maven-central" else "local directory",
-                "coordinates": list(self.coordinates), "jars": sorted(p.name for p in self.jars)}
+        return {
+            "source": "maven-central" if self.source == "maven-central" else "local directory",
+            "coordinates": list(self.coordinates),
+            "jars": sorted(p.name for p in self.jars),
+        }
 
 
 def cache_root() -> Path:
@@ -120,18 +124,23 @@ def cache_root() -> Path:
 def _ivy_module(coords: list[str]) -> str:
     deps = "\n".join(
         f'    <dependency org="{g}" name="{a}" rev="{v}" conf="default->default"/>'
-        for g, a, v in (c.split(":") for c in coords))
-    return ('<ivy-module version="2.0">\n  <info organisation="delta-jepsen" module="spark-jars"/>\n'
-            '  <configurations><conf name="default"/></configurations>\n'
-            f"  <dependencies>\n{deps}\n  </dependencies>\n</ivy-module>\n")
+        for g, a, v in (c.split(":") for c in coords)
+    )
+    return (
+        '<ivy-module version="2.0">\n  <info organisation="delta-jepsen" module="spark-jars"/>\n'
+        '  <configurations><conf name="default"/></configurations>\n'
+        f"  <dependencies>\n{deps}\n  </dependencies>\n</ivy-module>\n"
+    )
 
 
 def _ivy_settings(repo: str) -> str:
     # Maven Central only (Ivy's default chain also tries a local ~/.ivy2
     # and a shared folder; a run must not pick up jars from those).
-    return ('<ivysettings>\n  <settings defaultResolver="central"/>\n  <resolvers>\n'
-            f'    <ibiblio name="central" m2compatible="true" root="{repo}"/>\n'
-            "  </resolvers>\n</ivysettings>\n")
+    return (
+        '<ivysettings>\n  <settings defaultResolver="central"/>\n  <resolvers>\n'
+        f'    <ibiblio name="central" m2compatible="true" root="{repo}"/>\n'
+        "  </resolvers>\n</ivysettings>\n"
+    )
 
 
 _DOWNLOAD = re.compile(r"\[SUCCESSFUL \] (\S+?)!(\S+) \(\d+ms\)")
@@ -148,11 +157,23 @@ def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | No
         raise HarnessError(f"pyspark at {spark_home()} ships no ivy jar to resolve Delta's jars with")
     cp_file = work / "classpath.txt"
     cp_file.unlink(missing_ok=True)
-    argv = ["java", "-cp", str(ivy[-1]), "org.apache.ivy.Main", "-settings", str(work / "ivysettings.xml"),
-            "-ivy", str(work / "ivy.xml"), "-cache", str(cache_root() / "ivy-cache"), "-confs", "default",
-            "-cachepath", str(cp_file)]
+    argv = [
+        "java",
+        "-cp",
+        str(ivy[-1]),
+        "org.apache.ivy.Main",
+        "-settings",
+        str(work / "ivysettings.xml"),
+        "-ivy",
+        str(work / "ivy.xml"),
+        "-cache",
+        str(cache_root() / "ivy-cache"),
+        "-confs",
+        "default",
+        "-cachepath",
+        str(cp_file),
+    ]
     log = work / "ivy.log"
-    from harness.core.procs import ManagedProcess
 
     proc = ManagedProcess("ivy", argv, log, pipes=False).start()
     fetched: list[str] = []
@@ -169,8 +190,10 @@ def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | No
             for _, f in new:
                 fetched.append(f)
                 if progress:
-                    progress(f"fetching Delta's jars from Maven Central: {len(fetched)} downloaded "
-                             f"({time.monotonic() - t0:.0f} s), last {f}")
+                    progress(
+                        f"fetching Delta's jars from Maven Central: {len(fetched)} downloaded "
+                        f"({time.monotonic() - t0:.0f} s), last {f}"
+                    )
             time.sleep(0.2)
         code = proc.proc.wait() if proc.proc is not None else 1
     finally:
@@ -179,8 +202,10 @@ def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | No
     if code != 0 or not cp_file.exists():
         missing = _UNRESOLVED.findall(text)
         what = f"not found: {', '.join(missing)}" if missing else f"ivy exited with code {code}"
-        raise HarnessError(f"could not resolve Delta's jars from {repo} ({what}); on an offline machine pass "
-                           f"a directory of jars with --spark-jars DIR (log: {log})")
+        raise HarnessError(
+            f"could not resolve Delta's jars from {repo} ({what}); on an offline machine pass "
+            f"a directory of jars with --spark-jars DIR (log: {log})"
+        )
     if progress and fetched:
         progress(f"fetched {len(fetched)} jars in {time.monotonic() - t0:.0f} s")
     return [Path(p) for p in cp_file.read_text().strip().split(os.pathsep) if p]
@@ -206,13 +231,18 @@ def _from_dir(d: Path, versions: Versions, features: Iterable[str]) -> JarSet:
     if missing:
         # A stale directory (another Delta or Hadoop release) must not be used.
         found = sorted(n for n in names if n.startswith(("delta-spark_", "delta-storage", "hadoop-aws")))
-        raise HarnessError(f"--spark-jars {d} lacks {', '.join(missing)} (pyspark {versions.spark}, delta-spark "
-                           f"{versions.delta}); it has {', '.join(found) or 'no Delta jar'}")
+        raise HarnessError(
+            f"--spark-jars {d} lacks {', '.join(missing)} (pyspark {versions.spark}, delta-spark "
+            f"{versions.delta}); it has {', '.join(found) or 'no Delta jar'}"
+        )
     return JarSet(tuple(_not_in_spark(jars)), tuple(versions.coordinates(features)), f"dir:{d}")
 
 
-def resolve(features: Iterable[str] = ("delta",), jar_dir: str | os.PathLike[str] | None = None,
-            progress: Callable[[str], None] | None = None) -> JarSet:
+def resolve(
+    features: Iterable[str] = ("delta",),
+    jar_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> JarSet:
     """The jars a Delta Spark JVM needs for `features`, fetched on first use."""
     features = sorted(set(features) | {"delta"})
     bad = [f for f in features if f not in FEATURES]
@@ -236,8 +266,10 @@ def resolve(features: Iterable[str] = ("delta",), jar_dir: str | os.PathLike[str
         jars = _not_in_spark(_run_ivy(coords, cache_root() / "work" / key, progress))
         manifest.parent.mkdir(parents=True, exist_ok=True)
         tmp = manifest.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"spark": versions.spark, "coordinates": coords,
-                                   "jars": [str(p) for p in jars]}, indent=2) + "\n")
+        tmp.write_text(
+            json.dumps({"spark": versions.spark, "coordinates": coords, "jars": [str(p) for p in jars]}, indent=2)
+            + "\n"
+        )
         os.replace(tmp, manifest)
         return JarSet(tuple(jars), tuple(coords), "maven-central")
 

@@ -16,11 +16,11 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
+from harness.core.errors import HarnessError
+from harness.core.storage import Storage
 from harness.engines.base import ClientConfig, Engine, Node
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES
 from harness.engines.spark import spark_uri
-from harness.core.errors import HarnessError
-from harness.core.storage import Storage
 
 NAME = "spark-connect"
 REMOTE_FLAG = "--spark-remote"
@@ -30,8 +30,11 @@ HEALTH_TIMEOUT_S = 10.0
 
 # The client is delta-spark's, so is what it can do; what the cluster runs
 # (its Delta release, its LogStore) the harness cannot see.
-CAPABILITIES = replace(DELTA_SPARK_CAPABILITIES, notes=DELTA_SPARK_CAPABILITIES.notes
-                       + "; the remote cluster must have Delta configured (DeltaSparkSessionExtension, DeltaCatalog)")
+CAPABILITIES = replace(
+    DELTA_SPARK_CAPABILITIES,
+    notes=DELTA_SPARK_CAPABILITIES.notes
+    + "; the remote cluster must have Delta configured (DeltaSparkSessionExtension, DeltaCatalog)",
+)
 
 # pyspark's own URL grammar (ChannelBuilder): host without colons (no IPv6
 # literals), then optional `/;key=value;...` parameters.
@@ -53,8 +56,10 @@ def parse_remotes(value: str) -> list[str]:
     for url in urls:
         m = _URL.fullmatch(url)
         if m is None or not 0 < int(m["port"]) < 65536:
-            raise HarnessError(f"{REMOTE_FLAG}: bad URL {url!r} (expected sc://host:port, optionally "
-                               "followed by /;key=value parameters)")
+            raise HarnessError(
+                f"{REMOTE_FLAG}: bad URL {url!r} (expected sc://host:port, optionally "
+                "followed by /;key=value parameters)"
+            )
         for param in (m["params"] or "").split(";")[1:]:
             key = param.split("=", 1)[0]
             if key in _REFUSED_PARAMS:
@@ -70,30 +75,38 @@ def host_port(url: str) -> tuple[str, int]:
 
 def check_storage(kind: str) -> None:
     if kind not in REMOTE_STORAGES:
-        raise HarnessError(f"--engine {NAME} cannot use --storage {kind}: the remote cluster cannot reach the "
-                           "embedded S3 (127.0.0.1, per-run keys); use --storage external-s3 or --storage local "
-                           "(a path the cluster shares, see --local-root)")
+        raise HarnessError(
+            f"--engine {NAME} cannot use --storage {kind}: the remote cluster cannot reach the "
+            "embedded S3 (127.0.0.1, per-run keys); use --storage external-s3 or --storage local "
+            "(a path the cluster shares, see --local-root)"
+        )
 
 
-def check_nemeses(engines: tuple[str, ...], nemeses: list[str], proxy_nemeses: frozenset[str],
-                  s3_proxy: bool) -> list[str]:
+def check_nemeses(
+    engines: tuple[str, ...], nemeses: list[str], proxy_nemeses: frozenset[str], s3_proxy: bool
+) -> list[str]:
     """Raise for faults that cannot reach a remote cluster; return notices
     for those that reach only the harness's own processes."""
     if NAME not in engines:
         return []
     if "clock" in nemeses:
-        raise HarnessError(f"--nemesis clock cannot skew a {NAME} node: the remote cluster's clock is not the "
-                           "harness's (skewing its client workers would change nothing the cluster writes)")
+        raise HarnessError(
+            f"--nemesis clock cannot skew a {NAME} node: the remote cluster's clock is not the "
+            "harness's (skewing its client workers would change nothing the cluster writes)"
+        )
     only_remote = all(e == NAME for e in engines)
     proxied = sorted(proxy_nemeses & set(nemeses))
     if only_remote and (proxied or s3_proxy):
         what = f"--nemesis {','.join(proxied)}" if proxied else "--s3-proxy"
-        raise HarnessError(f"{what} cannot act on {NAME}: the remote cluster reaches storage directly, not "
-                           "through the harness's S3 fault proxy")
+        raise HarnessError(
+            f"{what} cannot act on {NAME}: the remote cluster reaches storage directly, not "
+            "through the harness's S3 fault proxy"
+        )
     notices = []
     if {"kill", "pause"} & set(nemeses):
-        notices.append(f"{NAME}: kill/pause act on client workers only; the remote cluster's processes are not "
-                       "the harness's")
+        notices.append(
+            f"{NAME}: kill/pause act on client workers only; the remote cluster's processes are not the harness's"
+        )
     if proxied or s3_proxy:
         notices.append(f"{NAME}: S3 faults reach the other engines' clients only, not the remote cluster")
     return notices
@@ -120,14 +133,22 @@ class SparkConnectRemoteEngine(Engine):
                 raise HarnessError(f"{NAME}: cannot reach {url}: {e.strerror or e}") from None
         return nodes
 
-    def restart_node(self, node: Node, storage: Storage, logs_dir: Path, timeout: float,
-                     extra_env: dict[str, str] | None = None) -> None:
+    def restart_node(
+        self, node: Node, storage: Storage, logs_dir: Path, timeout: float, extra_env: dict[str, str] | None = None
+    ) -> None:
         raise HarnessError(f"{NAME}: node {node.name} is a remote cluster ({node.url}), not the harness's to restart")
 
-    def client_config(self, node: Node, process: int | str, storage: Storage, table_uri: str,
-                      timeout: float) -> ClientConfig:
-        return ClientConfig(engine=self.name, node=node.name, process=process, table_uri=spark_uri(table_uri),
-                            url=node.url, timeout=timeout)
+    def client_config(
+        self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
+    ) -> ClientConfig:
+        return ClientConfig(
+            engine=self.name,
+            node=node.name,
+            process=process,
+            table_uri=spark_uri(table_uri),
+            url=node.url,
+            timeout=timeout,
+        )
 
     def commit_protocol(self, storage: Storage) -> str:
         return "the remote cluster's own LogStore (not known to the harness)"

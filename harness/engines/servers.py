@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engines.base import Engine, Node
 from harness.core.procs import ManagedProcess
 from harness.core.storage import Storage
+from harness.engines.base import Engine, Node
 
 
 class ServerEngine(Engine):
@@ -28,8 +28,7 @@ class ServerEngine(Engine):
 
     # -- what an engine supplies --------------------------------------------------
 
-    def _spawn(self, name: str, storage: Storage, log: Path,
-               extra_env: dict[str, str] | None = None) -> ManagedProcess:
+    def _spawn(self, name: str, storage: Storage, log: Path, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         """Start node `name`'s server process (not waiting for it)."""
         raise NotImplementedError
 
@@ -45,8 +44,9 @@ class ServerEngine(Engine):
 
     # -- shared -------------------------------------------------------------------
 
-    def _launch(self, name: str, storage: Storage, log: Path,
-                extra_env: dict[str, str] | None = None) -> ManagedProcess:
+    def _launch(
+        self, name: str, storage: Storage, log: Path, extra_env: dict[str, str] | None = None
+    ) -> ManagedProcess:
         srv = self._spawn(name, storage, log, extra_env)
         self.servers.append(srv)
         self.by_name[name] = srv
@@ -61,9 +61,10 @@ class ServerEngine(Engine):
     def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
         nodes = []
         try:
-            started = [(f"n{first + i}", self._launch(f"n{first + i}", storage,
-                                                      self._log_path(logs_dir, f"n{first + i}")))
-                       for i in range(n)]
+            started = [
+                (f"n{first + i}", self._launch(f"n{first + i}", storage, self._log_path(logs_dir, f"n{first + i}")))
+                for i in range(n)
+            ]
             for name, srv in started:
                 nodes.append(Node(name, url=self._ready(srv, timeout), pid=srv.pid, log=str(srv.log_path)))
             self._after_start(nodes, logs_dir)
@@ -75,8 +76,9 @@ class ServerEngine(Engine):
     def server(self, name: str) -> ManagedProcess | None:
         return self.by_name.get(name)
 
-    def restart_node(self, node: Node, storage: Storage, logs_dir: Path, timeout: float,
-                     extra_env: dict[str, str] | None = None) -> None:
+    def restart_node(
+        self, node: Node, storage: Storage, logs_dir: Path, timeout: float, extra_env: dict[str, str] | None = None
+    ) -> None:
         old = self.by_name.get(node.name)
         if old is not None:
             old.kill()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.engines.base import Capabilities, ClientConfig, EngineClient, OpResult
 from harness.core.table import Column, TableSpec
+from harness.engines.base import Capabilities, ClientConfig, EngineClient, OpResult
 from harness.engines.errors import Classified, classify_spark
 
 # Sail keeps a catalog per session, so each session registers the table
@@ -20,7 +20,7 @@ TABLE_NAME = "dj_table"
 
 def spark_uri(uri: str) -> str:
     """Hadoop's S3 connector is s3a://; the table is the same object."""
-    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
 
 
 def sql_literal(v: Any) -> str:
@@ -89,7 +89,9 @@ class SparkConnectClient(EngineClient):
 
     def _register(self) -> None:
         if not self._registered and not self.path_identifiers:
-            self._sql(f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} USING delta LOCATION {sql_literal(self.config.table_uri)}")
+            self._sql(
+                f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} USING delta LOCATION {sql_literal(self.config.table_uri)}"
+            )
             self._registered = True
 
     def create_table(self, table: TableSpec) -> OpResult:
@@ -148,9 +150,15 @@ class SparkConnectClient(EngineClient):
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"deleted": count})
 
-    def merge(self, source_rows: list[tuple], source_columns: list[str], on: str,
-              when_matched_set: dict[str, str] | None, insert_values: dict[str, str] | None,
-              op_id: str) -> OpResult:
+    def merge(
+        self,
+        source_rows: list[tuple],
+        source_columns: list[str],
+        on: str,
+        when_matched_set: dict[str, str] | None,
+        insert_values: dict[str, str] | None,
+        op_id: str,
+    ) -> OpResult:
         self._register()
         self._tag(op_id)
         # Sail rejects column aliases on a MERGE source (`s(a, b)`), so the
@@ -160,8 +168,10 @@ class SparkConnectClient(EngineClient):
         if when_matched_set:
             stmt += " WHEN MATCHED THEN UPDATE SET " + ", ".join(f"{c} = {e}" for c, e in when_matched_set.items())
         if insert_values:
-            stmt += (f" WHEN NOT MATCHED THEN INSERT ({', '.join(insert_values)}) "
-                     f"VALUES ({', '.join(insert_values.values())})")
+            stmt += (
+                f" WHEN NOT MATCHED THEN INSERT ({', '.join(insert_values)}) "
+                f"VALUES ({', '.join(insert_values.values())})"
+            )
         rows = self._sql(stmt)
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"merged": count})
@@ -169,7 +179,9 @@ class SparkConnectClient(EngineClient):
     def insert_select(self, columns: list[str], select_sql: str, match_on: list[str], op_id: str) -> OpResult:
         self._register()
         self._tag(op_id)
-        rows = self._sql(f"INSERT INTO {self.table_ref} ({', '.join(columns)}) {select_sql.format(table=self.table_ref)}")
+        rows = self._sql(
+            f"INSERT INTO {self.table_ref} ({', '.join(columns)}) {select_sql.format(table=self.table_ref)}"
+        )
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"inserted": count})
 
@@ -198,16 +210,23 @@ class SparkConnectClient(EngineClient):
         self._sql(f"ALTER TABLE {self.table_ref} ADD COLUMNS ({', '.join(f'{c.name} {c.type}' for c in columns)})")
         return OpResult()
 
-    def append_idempotent(self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int,
-                          op_id: str) -> OpResult:
+    def append_idempotent(
+        self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int, op_id: str
+    ) -> OpResult:
         # delta-spark skips the write when the table holds txnVersion >= this
         # one for txnAppId, silently: whether it skipped is not reported.
         # Sail 0.7.2 ignores both options (no txn action, a re-sent pair is
         # applied again), so its capabilities leave "append-idempotent" out.
         schema = ", ".join(f"{c.name} {c.type}" for c in table.columns)
-        (self.spark.createDataFrame(rows, schema).write.format("delta").mode("append")
-         .option("txnAppId", app_id).option("txnVersion", str(int(txn_version)))
-         .option("userMetadata", op_id).save(self.config.table_uri))
+        (
+            self.spark.createDataFrame(rows, schema)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", str(int(txn_version)))
+            .option("userMetadata", op_id)
+            .save(self.config.table_uri)
+        )
         return OpResult(value={"skipped": None})
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
@@ -217,7 +236,7 @@ class SparkConnectClient(EngineClient):
         else:
             df = self.spark.read.format("delta").load(self.config.table_uri).select(*columns)
         t = df.toArrow()
-        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns))))
+        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
 
     def classify(self, exc: BaseException) -> Classified:
         return classify_spark(exc)
@@ -236,7 +255,7 @@ class DeltaSparkClient(SparkConnectClient):
     def _tag(self, op_id: str) -> None:
         self.spark.conf.set(self.USER_METADATA, op_id)
 
-    def at(self, table_uri: str) -> "EngineClient":
+    def at(self, table_uri: str) -> EngineClient:
         return super().at(spark_uri(table_uri))
 
     def create_table(self, table: TableSpec) -> OpResult:

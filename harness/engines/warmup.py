@@ -15,43 +15,58 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
-from harness.engines.base import ClientConfig
 from harness.core.table import Column, TableSpec
+from harness.engines.base import ClientConfig
+from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES
+from harness.engines.spark import DeltaSparkClient
 
 # One round: the first pass over each op pays the start-up; a second pass
 # measured within 10-20% of later ones.
 ROUNDS = 1
-TABLE = TableSpec((Column("id", "BIGINT"), Column("p", "STRING"), Column("v", "BIGINT"), Column("writer", "STRING")),
-                  partition_by=("p",))
+TABLE = TableSpec(
+    (Column("id", "BIGINT"), Column("p", "STRING"), Column("v", "BIGINT"), Column("writer", "STRING")),
+    partition_by=("p",),
+)
 
 
 def warm(url: str, scratch: str) -> list[tuple[str, float]]:
-    from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES
-    from harness.engines.spark import DeltaSparkClient
-
-    client = DeltaSparkClient(ClientConfig(engine="delta-spark", node="warmup", process="warmup", table_uri=scratch,
-                                           url=url, timeout=120.0), "delta-spark", DELTA_SPARK_CAPABILITIES)
+    client = DeltaSparkClient(
+        ClientConfig(engine="delta-spark", node="warmup", process="warmup", table_uri=scratch, url=url, timeout=120.0),
+        "delta-spark",
+        DELTA_SPARK_CAPABILITIES,
+    )
     client.open()
     steps: list[tuple[str, float]] = []
 
-    def step(name: str, fn) -> None:  # type: ignore[no-untyped-def]
+    def step(name: str, fn: Callable[..., object], *args: Any) -> None:
         t0 = time.monotonic()
-        fn()
+        fn(*args)
         steps.append((name, time.monotonic() - t0))
 
     try:
         cols = TABLE.column_names()
-        step("create", lambda: client.create_table(TABLE))
+        step("create", client.create_table, TABLE)
         for i in range(ROUNDS):
-            step("append-sql", lambda: client.append([(i, "a", 1, "w")], TABLE, "sql", f"w{i}a"))
-            step("append-df", lambda: client.append([(i + 10, "b", 1, "w")], TABLE, "dataframe", f"w{i}b"))
-            step("read", lambda: client.read(cols))
-            step("read-sql", lambda: client.read(cols, "sql"))
-            step("update", lambda: client.update(f"id = {i}", {"v": "v + 1"}, f"w{i}u"))
-            step("merge", lambda: client.merge([(i, "a", 5, "w")], cols, "t.id = s.id AND t.p = s.p",
-                                               {"v": "s.v"}, {c: f"s.{c}" for c in cols}, f"w{i}m"))
-            step("delete", lambda: client.delete(f"id = {i + 10}", f"w{i}d"))
+            step("append-sql", client.append, [(i, "a", 1, "w")], TABLE, "sql", f"w{i}a")
+            step("append-df", client.append, [(i + 10, "b", 1, "w")], TABLE, "dataframe", f"w{i}b")
+            step("read", client.read, cols)
+            step("read-sql", client.read, cols, "sql")
+            step("update", client.update, f"id = {i}", {"v": "v + 1"}, f"w{i}u")
+            merge_set = {c: f"s.{c}" for c in cols}
+            step(
+                "merge",
+                client.merge,
+                [(i, "a", 5, "w")],
+                cols,
+                "t.id = s.id AND t.p = s.p",
+                {"v": "s.v"},
+                merge_set,
+                f"w{i}m",
+            )
+            step("delete", client.delete, f"id = {i + 10}", f"w{i}d")
     finally:
         client.close()
     return steps
@@ -61,8 +76,10 @@ def main() -> int:
     url, scratch = sys.argv[1], sys.argv[2]
     t0 = time.monotonic()
     steps = warm(url, scratch)
-    print(f"warm-up of {url}: {time.monotonic() - t0:.1f} s (" +
-          ", ".join(f"{n} {s:.2f}" for n, s in steps) + ")", flush=True)
+    print(
+        f"warm-up of {url}: {time.monotonic() - t0:.1f} s (" + ", ".join(f"{n} {s:.2f}" for n, s in steps) + ")",
+        flush=True,
+    )
     return 0
 
 

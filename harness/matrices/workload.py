@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.history import ErrorClass
 from harness.core.errors import HarnessError
+from harness.core.history import ErrorClass
 from harness.core.procs import ManagedProcess, install_signal_handlers, python_argv
 
 # A cell's run has its own op timeouts; this bounds setup, teardown and the
@@ -71,8 +71,13 @@ def _cell_from_results(cell: Cell, run_dir: Path) -> None:
     cell.conflict_rate = h.get("conflict_rate")
     cell.error_classes = h.get("error_classes", {})
     cell.supported = _supported(h)
-    cell.anomalies = sorted({f"{a['kind']}" + (f" ({a['claim']})" if a.get("claim") else "")
-                             for c in doc["checkers"] for a in c.get("anomalies", [])})
+    cell.anomalies = sorted(
+        {
+            f"{a['kind']}" + (f" ({a['claim']})" if a.get("claim") else "")
+            for c in doc["checkers"]
+            for a in c.get("anomalies", [])
+        }
+    )
     unknown = [c["checker"] for c in doc["checkers"] if c["verdict"] == "unknown"]
     refused = (doc.get("run") or {}).get("refused")
     if refused:
@@ -109,16 +114,34 @@ class _Cells:
             p.kill()
 
 
-def run_cell(cell: Cell, root: Path, time_limit: float, concurrency: int, storage: str, seed: int,
-             cells: _Cells | None = None) -> Cell:
+def run_cell(
+    cell: Cell, root: Path, time_limit: float, concurrency: int, storage: str, seed: int, cells: _Cells | None = None
+) -> Cell:
     cells = cells or _Cells()
     if cells.stopping.is_set():
         cell.verdict, cell.note = "SKIPPED", "interrupted"
         return cell
-    argv = python_argv("harness.cli", "run", "--workload", cell.workload, "--engine", cell.engine,
-                       "--isolation", cell.isolation, "--storage", storage, "--concurrency", str(concurrency),
-                       "--time-limit", f"{time_limit:g}", "--seed", str(seed), "--results-dir", str(root / "cells"),
-                       "--no-progress")
+    argv = python_argv(
+        "harness.cli",
+        "run",
+        "--workload",
+        cell.workload,
+        "--engine",
+        cell.engine,
+        "--isolation",
+        cell.isolation,
+        "--storage",
+        storage,
+        "--concurrency",
+        str(concurrency),
+        "--time-limit",
+        f"{time_limit:g}",
+        "--seed",
+        str(seed),
+        "--results-dir",
+        str(root / "cells"),
+        "--no-progress",
+    )
     log = root / "logs" / f"{cell.workload}-{cell.engine}-{cell.isolation}.log"
     proc = ManagedProcess(f"cell {cell.workload} {cell.engine} {cell.isolation}", argv, log).start()
     with cells.lock:
@@ -161,21 +184,35 @@ def _classes(c: Cell) -> str:
 
 
 def render(cells: list[Cell], time_limit: float, concurrency: int, storage: str) -> str:
-    lines = [f"Each cell: `delta-jepsen run` for {time_limit:g} s at concurrency {concurrency}, storage {storage}.",
-             "",
-             "| workload | engine | isolation | supported | verdict | ops/s | conflict rate | error classes seen | anomalies |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Each cell: `delta-jepsen run` for {time_limit:g} s at concurrency {concurrency}, storage {storage}.",
+        "",
+        "| workload | engine | isolation | supported | verdict | ops/s | conflict rate | error classes seen "
+        "| anomalies |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in cells:
         rate = f"{100 * c.conflict_rate:.1f}%" if c.conflict_rate is not None else "n/a"
         ops = f"{c.ops_per_s:.1f}" if c.ops_per_s is not None else "n/a"
         verdict = c.verdict + (f" ({c.note})" if c.note else "")
-        lines.append(f"| {c.workload} | {c.engine} | {c.isolation} | {c.supported} | {verdict} | {ops} | {rate} | "
-                     f"{_classes(c)} | {', '.join(c.anomalies) or '-'} |")
+        lines.append(
+            f"| {c.workload} | {c.engine} | {c.isolation} | {c.supported} | {verdict} | {ops} | {rate} | "
+            f"{_classes(c)} | {', '.join(c.anomalies) or '-'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
-def run_matrix(workloads: list[str], engines: list[str], levels: list[str], time_limit: float, concurrency: int,
-               storage: str, jobs: int, root: Path, seed: int) -> int:
+def run_matrix(
+    workloads: list[str],
+    engines: list[str],
+    levels: list[str],
+    time_limit: float,
+    concurrency: int,
+    storage: str,
+    jobs: int,
+    root: Path,
+    seed: int,
+) -> int:
     cells = [Cell(w, e, lvl) for w in workloads for e in engines for lvl in levels]
     root.mkdir(parents=True, exist_ok=True)
     print(f"matrix: {len(cells)} cells, {jobs} at a time, into {root}", file=sys.stderr)
@@ -188,8 +225,11 @@ def run_matrix(workloads: list[str], engines: list[str], levels: list[str], time
         nonlocal done
         run_cell(cell, root, time_limit, concurrency, storage, seed, running)
         done += 1
-        print(f"  [{done}/{len(cells)}] {cell.workload} {cell.engine} {cell.isolation}: {cell.verdict} "
-              f"{cell.supported} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+        print(
+            f"  [{done}/{len(cells)}] {cell.workload} {cell.engine} {cell.isolation}: {cell.verdict} "
+            f"{cell.supported} ({time.monotonic() - t0:.0f} s)",
+            file=sys.stderr,
+        )
         return cell
 
     pool = ThreadPoolExecutor(jobs)
@@ -206,7 +246,7 @@ def run_matrix(workloads: list[str], engines: list[str], levels: list[str], time
     print(table, end="")
     bad = [c for c in cells if c.verdict in ("ERROR", "HUNG")]
     if bad:
-        raise HarnessError(f"{len(bad)} cell(s) did not produce a result, e.g. {bad[0].workload} {bad[0].engine}: "
-                           f"{bad[0].note}")
+        raise HarnessError(
+            f"{len(bad)} cell(s) did not produce a result, e.g. {bad[0].workload} {bad[0].engine}: {bad[0].note}"
+        )
     return 1 if any(c.verdict == "INVALID" for c in cells) else 0
-

@@ -10,9 +10,10 @@ That thread ends only after the engines have stopped their nodes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from harness.core.storage import Storage
 from harness.engines.base import Engine, Node
@@ -26,12 +27,21 @@ class Slot(Protocol):
     node: Node
     worker: Any
 
+
 RESTART_TIMEOUT = 90.0
 
 
 class RunCluster:
-    def __init__(self, nodes: Sequence[Node], slots: Sequence[Slot], node_engine: dict[str, Engine],
-                 node_env: dict[str, dict[str, str]], storage: Storage, logs_dir: Path, start_timeout: float):
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        slots: Sequence[Slot],
+        node_engine: dict[str, Engine],
+        node_env: dict[str, dict[str, str]],
+        storage: Storage,
+        logs_dir: Path,
+        start_timeout: float,
+    ):
         # Live views: slots get new workers and node_env is read by the runner
         # when it respawns a worker, so these are the runner's own objects.
         self._nodes = nodes

@@ -7,8 +7,6 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from harness.core.isolation import LEVELS as ISOLATION_LEVELS
-
 
 @dataclass
 class RunSpec:
@@ -44,22 +42,31 @@ class RunSpec:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RunSpec":
+    def from_json(cls, d: dict[str, Any]) -> RunSpec:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def repro_command(self) -> str:
         """The command that re-runs this test with the same generator seed."""
         args = [
-            "delta-jepsen", "run",
-            "--workload", self.workload,
-            "--engine", self.engine,
-            "--storage", self.storage,
-            "--nodes", str(self.nodes),
-            "--concurrency", str(self.concurrency),
-            "--time-limit", f"{self.time_limit:g}",
-            "--seed", str(self.seed),
-            "--op-timeout", f"{self.op_timeout:g}",
+            "delta-jepsen",
+            "run",
+            "--workload",
+            self.workload,
+            "--engine",
+            self.engine,
+            "--storage",
+            self.storage,
+            "--nodes",
+            str(self.nodes),
+            "--concurrency",
+            str(self.concurrency),
+            "--time-limit",
+            f"{self.time_limit:g}",
+            "--seed",
+            str(self.seed),
+            "--op-timeout",
+            f"{self.op_timeout:g}",
         ]
         if self.isolation:
             args += ["--isolation", self.isolation]

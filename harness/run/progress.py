@@ -15,7 +15,7 @@ class Progress:
         self._last_plain = 0.0
         self.tty = sys.stderr.isatty()
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.enabled and self.tty:
             from rich.console import Console
             from rich.live import Live

@@ -10,28 +10,28 @@ old process may still have that op in flight.
 
 from __future__ import annotations
 
-import random
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkers.exception_classes import NAME as EXCEPTION_CLASSES
-from harness.run.workers import OpTimeout, Worker, WorkerDied
+from harness.core.errors import HarnessError
+from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
+from harness.core.storage import Storage
+from harness.core.table import TableSpec
 from harness.deltalog import copy_table
 from harness.engines import make_engine, parse_engine_list
 from harness.engines.base import Engine, Node
-from harness.core.table import TableSpec
-from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
-from harness.core.errors import HarnessError
-from harness.run.progress import Progress
+from harness.run.cluster import RunCluster
 from harness.run.plan import RunSpec, package_versions
+from harness.run.progress import Progress
 from harness.run.storage import LocalStorage, open_storage
-from harness.core.storage import Storage
+from harness.run.workers import OpTimeout, Worker, WorkerDied
 from nemeses import make_nemeses
 from nemeses.base import NemesisContext
-from harness.run.cluster import RunCluster
 from nemeses.schedule import NemesisSchedule
 from workloads import make_workload
 from workloads.base import OpSpec, SlotGenerator, Workload
@@ -86,9 +86,12 @@ class Runner:
         self.workload: Workload = make_workload(spec.workload, spec.seed, spec.isolation)
         # A mixed-engine run lists several engines; the first creates the table.
         remotes = spec.spark_remote.split(",") if spec.spark_remote else None
-        self.engines: list[Engine] = [make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars,
-                                                  progress=self.progress.message, remotes=remotes)
-                                      for n in parse_engine_list(spec.engine)]
+        self.engines: list[Engine] = [
+            make_engine(
+                n, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=self.progress.message, remotes=remotes
+            )
+            for n in parse_engine_list(spec.engine)
+        ]
         self.engine: Engine = self.engines[0]
         self.node_engine: dict[str, Engine] = {}
         self.table: TableSpec = self.workload.table()
@@ -131,20 +134,42 @@ class Runner:
             reply = slot.worker.call(op.to_json(), self.spec.op_timeout)
         except OpTimeout as e:
             slot.worker.kill()
-            rec(process=slot.process, type=INFO, f=op.f, id=op.id, value=op.value, node=slot.node.name,
-                error=OpError(ErrorClass.TIMEOUT, str(e)))
+            rec(
+                process=slot.process,
+                type=INFO,
+                f=op.f,
+                id=op.id,
+                value=op.value,
+                node=slot.node.name,
+                error=OpError(ErrorClass.TIMEOUT, str(e)),
+            )
             self._retire(slot, killed=True)
             return
         except (WorkerDied, OSError, ValueError) as e:  # pipe gone mid-call: a crash
-            rec(process=slot.process, type=INFO, f=op.f, id=op.id, value=op.value, node=slot.node.name,
-                error=OpError(ErrorClass.CRASH, str(e)))
+            rec(
+                process=slot.process,
+                type=INFO,
+                f=op.f,
+                id=op.id,
+                value=op.value,
+                node=slot.node.name,
+                error=OpError(ErrorClass.CRASH, str(e)),
+            )
             self._retire(slot, killed=True)
             return
         kind = reply.get("type", INFO)
         err = OpError.from_json(reply["error"]) if reply.get("error") else None
         value = reply.get("value") if kind == OK and reply.get("value") is not None else op.value
-        rec(process=slot.process, type=kind, f=op.f, id=op.id, value=value, version=reply.get("version"),
-            node=slot.node.name, error=err)
+        rec(
+            process=slot.process,
+            type=kind,
+            f=op.f,
+            id=op.id,
+            value=value,
+            version=reply.get("version"),
+            node=slot.node.name,
+            error=err,
+        )
         if kind == INFO:
             self._retire(slot, killed=False)
 
@@ -217,16 +242,19 @@ class Runner:
             # The engine and its default isolation level ride in the history:
             # checkers judge commits by the level the table carried, and need
             # the default when it carried none (spec C13).
-            value = {**self.table.to_json(), "engine": self.engine.name,
-                     "default_isolation": self.engine.capabilities.default_isolation,
-                     "row_key": self.workload.row_key, "predicate_column": self.workload.predicate_column,
-                     "strict_exceptions": self.spec.strict_exceptions}
+            value = {
+                **self.table.to_json(),
+                "engine": self.engine.name,
+                "default_isolation": self.engine.capabilities.default_isolation,
+                "row_key": self.workload.row_key,
+                "predicate_column": self.workload.predicate_column,
+                "strict_exceptions": self.spec.strict_exceptions,
+            }
             if len(self.engines) > 1:
                 # Which engine each node runs, and each engine's default level:
                 # a commit carrying no level is judged by its committer's default.
                 value["node_engines"] = {n.name: self.node_engine[n.name].name for n in self.nodes}
-                value["default_isolation_by_engine"] = {
-                    e.name: e.capabilities.default_isolation for e in self.engines}
+                value["default_isolation_by_engine"] = {e.name: e.capabilities.default_isolation for e in self.engines}
             gen = SlotGenerator(self.spec.seed, "setup")
             ops = [OpSpec("create-table", gen.next_id(), value), *self.workload.setup_ops(gen)]
             for op in ops:
@@ -244,8 +272,16 @@ class Runner:
         except (OpTimeout, WorkerDied) as e:
             raise HarnessError(f"setup op {op.f} failed: {e}") from None
         err = OpError.from_json(reply["error"]) if reply.get("error") else None
-        rec(process="setup", type=reply["type"], f=op.f, id=op.id, value=reply.get("value"),
-            version=reply.get("version"), node=node.name, error=err)
+        rec(
+            process="setup",
+            type=reply["type"],
+            f=op.f,
+            id=op.id,
+            value=reply.get("value"),
+            version=reply.get("version"),
+            node=node.name,
+            error=err,
+        )
         if reply["type"] != OK and op.f == "create-table" and err is not None and err.cls is ErrorClass.UNSUPPORTED:
             raise TableRefused(err.raw)
         if reply["type"] != OK:
@@ -261,11 +297,13 @@ class Runner:
             "table_uri": self.table_uri if self.storage.kind != "s3" else "embedded:" + self.table_uri,
             "table": self.table.to_json(),
             "checkers": [*self.workload.checkers, EXCEPTION_CLASSES],
+            "related_tables": list(self.workload.related_tables),
             "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
             "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
             "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},
-            "nodes": [{"name": n.name, "engine": n.engine, "url": n.url, "pid": n.pid, "log": n.log}
-                      for n in self.nodes],
+            "nodes": [
+                {"name": n.name, "engine": n.engine, "url": n.url, "pid": n.pid, "log": n.log} for n in self.nodes
+            ],
             "versions": package_versions({k: v for e in self.engines for k, v in e.versions().items()}),
         }
         (self.run_dir / "spec.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -311,15 +349,17 @@ class Runner:
         count = max(self.spec.nodes, len(self.engines))
         per = [count // len(self.engines) + (i < count % len(self.engines)) for i in range(len(self.engines))]
         nodes: list[Node] = []
-        for engine, n in zip(self.engines, per):
+        for engine, n in zip(self.engines, per, strict=True):
             for node in engine.start_nodes(n, self.storage, self.logs_dir, NODE_START_TIMEOUT, first=len(nodes) + 1):
                 node.engine = engine.name
                 self.node_engine[node.name] = engine
                 nodes.append(node)
-        # Interleave engines so that slots 0, 1, ... alternate between them.
+        # Interleave engines so that slots 0, 1, ... alternate between them;
+        # the groups differ in length, and what the shortest leaves follows.
         by_engine = [[n for n in nodes if n.engine == e.name] for e in self.engines]
-        return [n for group in zip(*by_engine) for n in group] + [
-            n for group in by_engine for n in group[min(map(len, by_engine)):]]
+        return [n for group in zip(*by_engine, strict=False) for n in group] + [
+            n for group in by_engine for n in group[min(map(len, by_engine)) :]
+        ]
 
     def _run_workload(self) -> float:
         sh = self.shared
@@ -327,9 +367,15 @@ class Runner:
         barrier = self.barrier = threading.Barrier(n)
         self.slots = [_Slot(i, i, self.nodes[i % len(self.nodes)]) for i in range(n)]
         # One final read per node: each node's view of the final state.
-        finals = {min(s.index for s in self.slots if s.node is node) for node in self.nodes if any(s.node is node for s in self.slots)}
+        finals = {
+            min(s.index for s in self.slots if s.node is node)
+            for node in self.nodes
+            if any(s.node is node for s in self.slots)
+        }
         self.threads = [
-            threading.Thread(target=self._slot_main, args=(s, barrier, s.index in finals), name=f"slot-{s.index}", daemon=True)
+            threading.Thread(
+                target=self._slot_main, args=(s, barrier, s.index in finals), name=f"slot-{s.index}", daemon=True
+            )
             for s in self.slots
         ]
         for t in self.threads:
@@ -368,10 +414,12 @@ class Runner:
             return
 
         assert self.storage is not None
-        self.cluster = RunCluster(self.nodes, self.slots, self.node_engine, self.node_env, self.storage,
-                                  self.logs_dir, NODE_START_TIMEOUT)
-        ctx = NemesisContext(random.Random(f"{self.spec.seed}/nemesis"), self.cluster, self.storage.proxy,
-                             self.storage.kind)
+        self.cluster = RunCluster(
+            self.nodes, self.slots, self.node_engine, self.node_env, self.storage, self.logs_dir, NODE_START_TIMEOUT
+        )
+        ctx = NemesisContext(
+            random.Random(f"{self.spec.seed}/nemesis"), self.cluster, self.storage.proxy, self.storage.kind
+        )
         self.schedule = NemesisSchedule(self.nemeses, ctx, self.history.record, self.spec.nemesis_interval).start()
 
     def _heal_nemeses(self) -> None:

@@ -43,6 +43,9 @@ class LocalStorage(Storage):
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "root": str(self.root)}
 
+    def stop(self) -> None:
+        """A directory: nothing was started."""
+
 
 class _S3(Storage):
     endpoint: str
@@ -95,8 +98,11 @@ class _S3(Storage):
         if self.kind == "external-s3":
             if not self.endpoint.startswith("http://"):
                 raise HarnessError("the S3 fault proxy needs an http:// endpoint")
-            resign = (os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
-                      os.environ.get("AWS_SESSION_TOKEN"))
+            resign = (
+                os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                os.environ.get("AWS_SESSION_TOKEN"),
+            )
         self._proxy_proc = start_proxy(self.endpoint, log_path, seed=seed, resign_credentials=resign)
         self._proxy_stats = Path(log_path).with_name("s3proxy-stats.json")
         self.proxy = self._proxy_proc.control
@@ -119,9 +125,11 @@ class _S3(Storage):
     def reader_options(self) -> dict[str, str]:
         opts = {
             "endpoint_url": self.endpoint,
-            "aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID", "") if self.kind == "external-s3"
+            "aws_access_key_id": os.environ.get("AWS_ACCESS_KEY_ID", "")
+            if self.kind == "external-s3"
             else self._key("checker"),
-            "aws_secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY", "") if self.kind == "external-s3"
+            "aws_secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+            if self.kind == "external-s3"
             else EMBEDDED_SECRET,
             "region_name": self.region,
         }
@@ -202,7 +210,9 @@ class ExternalS3(_S3):
         if not bucket:
             raise HarnessError("--storage external-s3 needs --s3-bucket (or DJ_S3_BUCKET)")
         if not os.environ.get("AWS_ACCESS_KEY_ID") or not os.environ.get("AWS_SECRET_ACCESS_KEY"):
-            raise HarnessError("--storage external-s3 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+            raise HarnessError(
+                "--storage external-s3 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
+            )
         self.endpoint = endpoint or f"https://s3.{os.environ.get('AWS_REGION', DEFAULT_REGION)}.amazonaws.com"
         self.bucket = bucket
         self.prefix = prefix

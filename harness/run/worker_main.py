@@ -16,14 +16,27 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from harness.core.table import TableSpec
+from harness.engines import make_client
+from harness.engines.base import ClientConfig
+from workloads import make_workload
+
 CONFIG_ENV = "DJ_WORKER_CONFIG"
 STOP = "__stop__"
 
 
 # Python's programming errors: raised by the harness's own code they mean a
 # bug in it, never an answer of the engine.
-_BUG_TYPES = (KeyError, TypeError, AttributeError, NameError, AssertionError, IndexError, ZeroDivisionError,
-              RecursionError)
+_BUG_TYPES = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    NameError,
+    AssertionError,
+    IndexError,
+    ZeroDivisionError,
+    RecursionError,
+)
 # The checkout: harness/run/worker_main.py is three levels below it.
 _PROJECT = str(Path(__file__).resolve().parents[2])
 _OWN_DIRS = tuple(os.path.join(_PROJECT, d) + os.sep for d in ("harness", "workloads", "checkers", "nemeses"))
@@ -53,8 +66,11 @@ def run_op(client: Any, workload: Any, table: Any, op: dict[str, Any]) -> dict[s
     t0 = time.perf_counter_ns()
     if (op["f"] if op["f"] == "create-table" else workload.primitive(op["f"])) not in client.capabilities.ops:
         # Reported, never skipped silently and never counted as passed.
-        return {"type": "fail", "engine_ns": 0, "error": {
-            "class": "unsupported", "raw": f"{client.name} cannot run {op['f']!r}"}}
+        return {
+            "type": "fail",
+            "engine_ns": 0,
+            "error": {"class": "unsupported", "raw": f"{client.name} cannot run {op['f']!r}"},
+        }
     try:
         if op["f"] == "create-table":
             res = client.create_table(table)
@@ -67,8 +83,11 @@ def run_op(client: Any, workload: Any, table: Any, op: dict[str, Any]) -> dict[s
             # Not the engine's doing, and not known whether the engine had
             # already applied the op: info, of a class of its own.
             traceback.print_exc()
-            reply = {"type": "info", "error": {"class": "harness-fault", "raw": fault},
-                     "engine_ns": time.perf_counter_ns() - t0}
+            reply = {
+                "type": "info",
+                "error": {"class": "harness-fault", "raw": fault},
+                "engine_ns": time.perf_counter_ns() - t0,
+            }
             return reply
         c = client.classify(exc)
         print(f"op {op.get('id')} {op.get('f')}: {c.raw[:2000]}", file=sys.stderr, flush=True)
@@ -85,11 +104,6 @@ def main() -> int:
         proto.write(json.dumps(msg, separators=(",", ":")) + "\n")
 
     try:
-        from harness.engines import make_client
-        from harness.engines.base import ClientConfig
-        from harness.core.table import TableSpec
-        from workloads import make_workload
-
         cfg = json.loads(os.environ[CONFIG_ENV])
         client = make_client(ClientConfig(**cfg["client"]))
         workload = make_workload(cfg["workload"], cfg["seed"], cfg.get("isolation"))

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.engines.base import ClientConfig
-from harness.core.table import TableSpec
 from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, python_argv
+from harness.core.table import TableSpec
+from harness.engines.base import ClientConfig
 from harness.run.worker_main import CONFIG_ENV, STOP
 
 
@@ -49,7 +49,9 @@ class Worker:
         }
         # Credentials reach the worker through its environment, never argv.
         env = {**os.environ, **(extra_env or {}), CONFIG_ENV: json.dumps(payload), "PYTHONUNBUFFERED": "1"}
-        self.proc = ManagedProcess(f"worker-{config.process}", python_argv("harness.run.worker_main"), log_path, env=env, pipes=True)
+        self.proc = ManagedProcess(
+            f"worker-{config.process}", python_argv("harness.run.worker_main"), log_path, env=env, pipes=True
+        )
         self._buf = b""
         self._sel: selectors.BaseSelector | None = None
 
@@ -57,7 +59,7 @@ class Worker:
     def pid(self) -> int | None:
         return self.proc.pid
 
-    def start(self, timeout: float) -> "Worker":
+    def start(self, timeout: float) -> Worker:
         self.proc.start()
         assert self.proc.proc is not None and self.proc.proc.stdout is not None
         os.set_blocking(self.proc.proc.stdout.fileno(), False)

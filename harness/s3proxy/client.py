@@ -29,8 +29,9 @@ class S3ProxyClient:
 
     def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.endpoint}/__dj__/{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.endpoint}/__dj__/{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 return json.loads(resp.read() or b"null")
@@ -148,8 +149,9 @@ def start_proxy(
         env.update({"DJ_PROXY_UPSTREAM_KEY": key, "DJ_PROXY_UPSTREAM_SECRET": secret})
         if token:
             env["DJ_PROXY_UPSTREAM_TOKEN"] = token
-    proc = ManagedProcess("s3proxy", argv, Path(log_path), env=env,
-                          cwd=str(Path(__file__).resolve().parents[2])).start()
+    proc = ManagedProcess(
+        "s3proxy", argv, Path(log_path), env=env, cwd=str(Path(__file__).resolve().parents[2])
+    ).start()
     try:
         m = proc.wait_for_log(r"s3proxy listening on 127\.0\.0\.1:(\d+)", timeout)
     except BaseException:

@@ -87,7 +87,7 @@ def request_kind(method: str, key: str, query: dict[str, list[str]]) -> str:
     return method
 
 
-def access_key_id(headers: "Headers", query: dict[str, list[str]]) -> str:
+def access_key_id(headers: Headers, query: dict[str, list[str]]) -> str:
     """The SigV4 access key id (header or presigned query); '-' if unsigned."""
     m = _CREDENTIAL_RX.search(headers.get("authorization") or "")
     if m:
@@ -135,11 +135,11 @@ def filter_listing(body: bytes, version: int) -> tuple[bytes, int]:
         body = body.replace(e, b"", 1)
     m = re.search(rb"<KeyCount>(\d+)</KeyCount>", body)
     if m:
-        body = body[: m.start(1)] + str(int(m.group(1)) - len(dropped)).encode() + body[m.end(1):]
+        body = body[: m.start(1)] + str(int(m.group(1)) - len(dropped)).encode() + body[m.end(1) :]
     return body, len(dropped)
 
 
-def s3_error(status: int, code: str, message: str, resource: str = "") -> "Response":
+def s3_error(status: int, code: str, message: str, resource: str = "") -> Response:
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{code}</Code><Message>{message}</Message><Resource>{resource}</Resource>"
@@ -148,8 +148,16 @@ def s3_error(status: int, code: str, message: str, resource: str = "") -> "Respo
     return Response(status, _REASONS.get(status, "Error"), Headers([("Content-Type", "application/xml")]), body)
 
 
-_REASONS = {200: "OK", 404: "Not Found", 400: "Bad Request", 500: "Internal Server Error", 501: "Not Implemented",
-            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+_REASONS = {
+    200: "OK",
+    404: "Not Found",
+    400: "Bad Request",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 # --- HTTP/1.1 ------------------------------------------------------------------
@@ -300,7 +308,7 @@ class _Dropped(Exception):
 class Upstream:
     """Keep-alive connections to the S3 server, reused LIFO."""
 
-    def __init__(self, url: str, resign: "Resigner | None" = None):
+    def __init__(self, url: str, resign: Resigner | None = None):
         parts = urlsplit(url)
         if parts.scheme != "http":
             raise ValueError(f"upstream must be http://host:port, got {url!r}")
@@ -382,8 +390,11 @@ class Resigner:
         region = m.group(1) if m else "us-east-1"
         if (headers.get("x-amz-content-sha256") or "") == "STREAMING-AWS4-HMAC-SHA256-PAYLOAD":
             raise _Unsignable("chunk-signed payloads cannot be re-signed")
-        keep = [(k, v) for k, v in headers.items
-                if k.lower() not in ("authorization", "x-amz-date", "host", "x-amz-security-token", "date")]
+        keep = [
+            (k, v)
+            for k, v in headers.items
+            if k.lower() not in ("authorization", "x-amz-date", "host", "x-amz-security-token", "date")
+        ]
         req = AWSRequest(method=method, url=url, headers=dict(keep))
         self._auth_cls(self.creds, "s3", region).add_auth(req)
         out = Headers([("Host", netloc)])
@@ -408,15 +419,19 @@ class Target:
     method: Any = None
     path_class: Any = None
 
-    def matches(self, info: "ReqInfo") -> bool:
+    def matches(self, info: ReqInfo) -> bool:
         def ok(want: Any, *have: Any) -> bool:
             if want is None:
                 return True
             wants = want if isinstance(want, list) else [want]
             return any(str(w) == str(h) for w in wants for h in have if h is not None)
 
-        return (ok(self.client, info.client, info.key) and ok(self.node, info.node)
-                and ok(self.method, info.kind) and ok(self.path_class, info.path_class))
+        return (
+            ok(self.client, info.client, info.key)
+            and ok(self.node, info.node)
+            and ok(self.method, info.kind)
+            and ok(self.path_class, info.path_class)
+        )
 
 
 @dataclass
@@ -428,8 +443,13 @@ class Rule:
     applied: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "target": asdict(self.target), "params": self.params,
-                "applied": self.applied}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "target": asdict(self.target),
+            "params": self.params,
+            "applied": self.applied,
+        }
 
 
 @dataclass
@@ -453,9 +473,16 @@ class Hold:
     done: asyncio.Future = field(repr=False)  # result: upstream status, set once forwarded
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "rule": self.rule_id, "key": self.info.key, "client": self.info.client,
-                "node": self.info.node, "method": self.info.kind, "path": self.info.object_key,
-                "held_for": round(time.monotonic() - self.since, 3)}
+        return {
+            "id": self.id,
+            "rule": self.rule_id,
+            "key": self.info.key,
+            "client": self.info.client,
+            "node": self.info.node,
+            "method": self.info.kind,
+            "path": self.info.object_key,
+            "held_for": round(time.monotonic() - self.since, 3),
+        }
 
 
 _DEFAULT_TARGETS = {"hold": {"method": "PUT", "path_class": "commit"}, "strip-if-none-match": {"method": "PUT"}}
@@ -469,7 +496,7 @@ def _validate(kind: str, target: dict[str, Any], params: dict[str, Any]) -> None
         raise ValueError(f"unknown target field(s) {sorted(unknown)}")
     for name, valid in (("method", REQUEST_KINDS), ("path_class", PATH_CLASSES)):
         vals = target.get(name)
-        for v in (vals if isinstance(vals, list) else [vals] if vals is not None else []):
+        for v in vals if isinstance(vals, list) else [vals] if vals is not None else []:
             if v not in valid:
                 raise ValueError(f"unknown {name} {v!r}; valid: {', '.join(valid)}")
     rate = params.get("rate", 1.0)
@@ -498,8 +525,13 @@ class Proxy:
         self.hold_added = asyncio.Event()
         self.healed = asyncio.Event()  # set and replaced at each heal/rule removal: wakes blackholed requests
         self.registry: dict[str, tuple[str | None, str]] = {}
-        self.stats: dict[str, Any] = {"requests": 0, "clients": {}, "faults": {}, "upstream_errors": 0,
-                                      "if_none_match_puts": 0}
+        self.stats: dict[str, Any] = {
+            "requests": 0,
+            "clients": {},
+            "faults": {},
+            "upstream_errors": 0,
+            "if_none_match_puts": 0,
+        }
         self.started = time.time()
 
     # identity and bookkeeping
@@ -516,8 +548,9 @@ class Proxy:
 
     def _count(self, info: ReqInfo, req: Request) -> None:
         self.stats["requests"] += 1
-        c = self.stats["clients"].setdefault(info.key, {"node": info.node, "client": info.client, "requests": 0,
-                                                        "kinds": {}, "path_classes": {}})
+        c = self.stats["clients"].setdefault(
+            info.key, {"node": info.node, "client": info.client, "requests": 0, "kinds": {}, "path_classes": {}}
+        )
         c["requests"] += 1
         c["kinds"][info.kind] = c["kinds"].get(info.kind, 0) + 1
         c["path_classes"][info.path_class] = c["path_classes"].get(info.path_class, 0) + 1
@@ -556,7 +589,7 @@ class Proxy:
         except _Dropped:
             _reset(writer)
             return
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.LimitOverrunError):
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError, asyncio.LimitOverrunError):
             pass
         try:
             writer.close()
@@ -584,7 +617,9 @@ class Proxy:
         for rule in self.matching(info, "latency"):
             if self._fires(rule):
                 self._applied(rule)
-                delay += (float(rule.params.get("ms", 0)) + self.rng.uniform(0, float(rule.params.get("jitter_ms", 0)))) / 1000
+                delay += (
+                    float(rule.params.get("ms", 0)) + self.rng.uniform(0, float(rule.params.get("jitter_ms", 0)))
+                ) / 1000
         if delay:
             await asyncio.sleep(delay)
         pin = self._pin(info)
@@ -596,8 +631,14 @@ class Proxy:
                 req.headers.remove("if-none-match")
         # A hold may name the log version it waits for (a client reads older
         # commits with the same method before it makes its own).
-        hold = next((r for r in self.matching(info, "hold")
-                     if r.params.get("version") in (None, log_version(info.object_key)) and self._fires(r)), None)
+        hold = next(
+            (
+                r
+                for r in self.matching(info, "hold")
+                if r.params.get("version") in (None, log_version(info.object_key)) and self._fires(r)
+            ),
+            None,
+        )
         if hold is not None:
             self._applied(hold)
             return await self._held(hold, info, req)
@@ -615,7 +656,7 @@ class Proxy:
             return await self.upstream.send(req)
         except _Unsignable as e:
             return s3_error(501, "NotImplemented", str(e), req.target)
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ConnectionError) as e:
             self.stats["upstream_errors"] += 1
             # A request the upstream may or may not have applied: the client
             # must see an indeterminate failure, not a made-up S3 answer.
@@ -629,7 +670,7 @@ class Proxy:
             ev = self.healed
             try:
                 await asyncio.wait_for(ev.wait(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
 
     async def _held(self, rule: Rule, info: ReqInfo, req: Request) -> Response:
@@ -726,14 +767,17 @@ class Proxy:
     async def wait_holds(self, client: str | None, wait: float) -> list[Hold]:
         deadline = time.monotonic() + wait
         while True:
-            hs = [h for h in sorted(self.holds.values(), key=lambda h: h.id)
-                  if client is None or client in (h.info.client, h.info.key)]
+            hs = [
+                h
+                for h in sorted(self.holds.values(), key=lambda h: h.id)
+                if client is None or client in (h.info.client, h.info.key)
+            ]
             if hs or time.monotonic() >= deadline:
                 return hs
             ev = self.hold_added
             try:
                 await asyncio.wait_for(ev.wait(), deadline - time.monotonic())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def release(self, hold_id: int, drop: bool, wait: float) -> dict[str, Any]:
@@ -745,13 +789,13 @@ class Proxy:
         # request, and sees it applied, before B's is sent.
         try:
             status = await asyncio.wait_for(asyncio.shield(h.done), wait)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return {"id": hold_id, "status": None, "timeout": True}
         return {"id": hold_id, "status": status}
 
     async def control(self, req: Request) -> Response:
         parts = urlsplit(req.target)
-        path = parts.path[len(CONTROL_PREFIX):].strip("/")
+        path = parts.path[len(CONTROL_PREFIX) :].strip("/")
         query = parse_qs(parts.query)
         try:
             body = json.loads(req.body) if req.body else {}
@@ -761,8 +805,12 @@ class Proxy:
             result, status = {"error": str(e.args[0] if e.args else e)}, 404
         except (ValueError, TypeError) as e:
             result, status = {"error": str(e)}, 400
-        return Response(status, _REASONS.get(status, "OK"), Headers([("Content-Type", "application/json")]),
-                        json.dumps(result).encode())
+        return Response(
+            status,
+            _REASONS.get(status, "OK"),
+            Headers([("Content-Type", "application/json")]),
+            json.dumps(result).encode(),
+        )
 
     async def _control(self, method: str, path: list[str], query: dict[str, list[str]], body: Any) -> Any:
         route = (method, path[0] if path else "")
@@ -781,8 +829,7 @@ class Proxy:
         if route == ("POST", "heal"):
             return self.heal()
         if route == ("GET", "stats"):
-            return {**self.stats, "rules": {r.id: r.applied for r in self.rules.values()},
-                    "held": len(self.holds)}
+            return {**self.stats, "rules": {r.id: r.applied for r in self.rules.values()}, "held": len(self.holds)}
         if route == ("GET", "holds"):
             client = query.get("client", [None])[0]
             hs = await self.wait_holds(client, min(float(query.get("wait", ["0"])[0]), 120.0))
@@ -812,8 +859,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--upstream", required=True, help="S3 endpoint, http://host:port")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--seed", type=int, default=None, help="seed for fault rates and jitter")
-    p.add_argument("--resign", action="store_true",
-                   help="re-sign requests with DJ_PROXY_UPSTREAM_KEY / _SECRET / _TOKEN from the environment")
+    p.add_argument(
+        "--resign",
+        action="store_true",
+        help="re-sign requests with DJ_PROXY_UPSTREAM_KEY / _SECRET / _TOKEN from the environment",
+    )
     args = p.parse_args(argv)
     resign = None
     if args.resign:

@@ -9,9 +9,9 @@ finding.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable
 
 from harness.core.isolation import LEVELS as ISOLATION_LEVELS
 
@@ -43,10 +43,21 @@ REMOVES_FILES = DML - {INSERT_SELECT} | COMPACTION
 DATA_OPS = (INSERT, INSERT_SELECT, UPDATE, DELETE, DELETE_ALL, MERGE, OPTIMIZE, ZORDER, SET_PROPERTIES, ADD_COLUMNS)
 # The engine primitive (harness/engines/base.py) each op kind needs: an
 # engine whose capabilities lack it reports the cell unsupported.
-PRIMITIVES = {INSERT: "append", INSERT_SELECT: "insert_select", UPDATE: "update", DELETE: "delete",
-              DELETE_ALL: "delete", MERGE: "merge", MERGE_NOLIT: "merge", OPTIMIZE: "optimize", ZORDER: "optimize",
-              SET_PROPERTIES: "set-properties", ADD_COLUMNS: "add-columns", APP_TXN: "append-idempotent",
-              CREATE: "create-table-at"}
+PRIMITIVES = {
+    INSERT: "append",
+    INSERT_SELECT: "insert_select",
+    UPDATE: "update",
+    DELETE: "delete",
+    DELETE_ALL: "delete",
+    MERGE: "merge",
+    MERGE_NOLIT: "merge",
+    OPTIMIZE: "optimize",
+    ZORDER: "optimize",
+    SET_PROPERTIES: "set-properties",
+    ADD_COLUMNS: "add-columns",
+    APP_TXN: "append-idempotent",
+    CREATE: "create-table-at",
+}
 # Ops whose condition does not confine them to one partition (P1 cannot apply).
 UNCONFINED = frozenset({MERGE_NOLIT, DELETE_ALL})
 
@@ -85,11 +96,17 @@ class Cell:
         return ("a", "b") if self.layout == DISJOINT else ("a", "a")
 
     def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "winner": self.winner, "loser": self.loser, "level": self.level,
-                "layout": self.layout, "dv": self.dv}
+        return {
+            "id": self.id,
+            "winner": self.winner,
+            "loser": self.loser,
+            "level": self.level,
+            "layout": self.layout,
+            "dv": self.dv,
+        }
 
     @classmethod
-    def from_json(cls, d: dict[str, object]) -> "Cell":
+    def from_json(cls, d: dict[str, object]) -> Cell:
         return cls(str(d["winner"]), str(d["loser"]), str(d["level"]), str(d["layout"]), bool(d.get("dv")))
 
 
@@ -116,7 +133,7 @@ class Expectation:
 
 
 def _either(group: frozenset[str], other: frozenset[str]):
-    return lambda w, l: (w in group and l in other) or (l in group and w in other)
+    return lambda w, loser: (w in group and loser in other) or (loser in group and w in other)
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,7 @@ class Rule:
     when: object = None  # Cell -> bool
     ambiguous: str = ""  # the rule itself says the spec settles neither outcome
 
-    def matches(self, c: "Cell") -> bool:
+    def matches(self, c: Cell) -> bool:
         return bool(self.pair(c.winner, c.loser)) and (self.when is None or self.when(c))
 
     def at(self, level: str) -> Outcome:
@@ -153,30 +170,50 @@ def _dv_without_zorder(c: Cell) -> bool:
     return c.dv and ZORDER not in (c.winner, c.loser)
 
 
-def _blind_pair(w: str, l: str) -> bool:
+def _blind_pair(w: str, loser: str) -> bool:
     # Two writes under one txnAppId are not blind to each other: each reads
     # the id's last version from the log (E5 speaks of them, not M1).
-    return w in BLIND and l in BLIND and not w == l == APP_TXN
+    return w in BLIND and loser in BLIND and not w == loser == APP_TXN
 
 
 EXPECTATIONS: tuple[Rule, ...] = (
     # C17: a metadata change makes every concurrent write fail; E4 names the class.
-    Rule("C17", lambda w, l: w in METADATA, (MX, MX), frozenset({"E4"}),
-         "a write (or metadata change) after a concurrent metadata change fails with E4"),
+    Rule(
+        "C17",
+        lambda w, loser: w in METADATA,
+        (MX, MX),
+        frozenset({"E4"}),
+        "a write (or metadata change) after a concurrent metadata change fails with E4",
+    ),
     # C17 the other way round: the write committed first, the metadata change
     # second. C17 fails the concurrent *write*, and E4 is the class only for
     # a winner that changed metadata: the spec requires neither outcome here
     # (the class, if any, follows what the winner did).
-    Rule("C17", lambda w, l: l in METADATA and w not in METADATA, (CC, CC), None,
-         "a metadata change after a concurrent write",
-         ambiguous="C17 fails the write concurrent with a metadata change, and here the write committed first: "
-                   "the spec requires neither the metadata change's commit nor its conflict"),
+    Rule(
+        "C17",
+        lambda w, loser: loser in METADATA and w not in METADATA,
+        (CC, CC),
+        None,
+        "a metadata change after a concurrent write",
+        ambiguous="C17 fails the write concurrent with a metadata change, and here the write committed first: "
+        "the spec requires neither the metadata change's commit nor its conflict",
+    ),
     # E6: several writers creating the same table at once: all but one fail.
-    Rule("E6", lambda w, l: w == l == CREATE, (MX, MX), frozenset({"E6"}),
-         "two CREATEs at one empty path: the second fails with E6"),
+    Rule(
+        "E6",
+        lambda w, loser: w == loser == CREATE,
+        (MX, MX),
+        frozenset({"E6"}),
+        "two CREATEs at one empty path: the second fails with E6",
+    ),
     # E5: two writers with the same application transaction id.
-    Rule("E5", lambda w, l: w == l == APP_TXN, (MX, MX), frozenset({"E5"}),
-         "two writes with the same txnAppId: the second fails with E5"),
+    Rule(
+        "E5",
+        lambda w, loser: w == loser == APP_TXN,
+        (MX, MX),
+        frozenset({"E5"}),
+        "two writes with the same txnAppId: the second fails with E5",
+    ),
     # M1: blind INSERT vs blind INSERT cannot conflict (C9: they read nothing).
     Rule("M1", _blind_pair, (MC, MC), None, "blind inserts cannot conflict"),
     # M4: OPTIMIZE vs INSERT cannot conflict (the matrix is symmetric in the pair).
@@ -184,40 +221,83 @@ EXPECTATIONS: tuple[Rule, ...] = (
     # P1: "can conflict" pairs touching disjoint partitions (conditions on the
     # partition column) cannot conflict. It speaks of M-table pairs only:
     # C17's metadata changes conflict with every concurrent write.
-    Rule("P1", lambda w, l: w in M_TABLE and l in M_TABLE, (MC, MC), None,
-         "conditions on disjoint partitions: cannot conflict", when=_disjoint_with_literals),
+    Rule(
+        "P1",
+        lambda w, loser: w in M_TABLE and loser in M_TABLE,
+        (MC, MC),
+        None,
+        "conditions on disjoint partitions: cannot conflict",
+        when=_disjoint_with_literals,
+    ),
     # C16: DELETE read v0, an INSERT into what it deletes committed first:
     # Serializable must fail it (E1); WriteSerializable commits it.
-    Rule("C16", lambda w, l: w in BLIND and l in (DELETE, DELETE_ALL), (MX, MC), frozenset({"E1"}),
-         "DELETE after a concurrent INSERT into its range: Serializable fails it (E1), WriteSerializable commits",
-         when=_overlapping),
+    Rule(
+        "C16",
+        lambda w, loser: w in BLIND and loser in (DELETE, DELETE_ALL),
+        (MX, MC),
+        frozenset({"E1"}),
+        "DELETE after a concurrent INSERT into its range: Serializable fails it (E1), WriteSerializable commits",
+        when=_overlapping,
+    ),
     # M2: UPDATE/DELETE/MERGE vs INSERT: cannot conflict in WriteSerializable,
     # can conflict in Serializable (symmetric in the pair).
-    Rule("M2", _either(DML, BLIND), (CC, MC), None,
-         "UPDATE/DELETE/MERGE and a blind INSERT: WriteSerializable cannot conflict, Serializable can"),
+    Rule(
+        "M2",
+        _either(DML, BLIND),
+        (CC, MC),
+        None,
+        "UPDATE/DELETE/MERGE and a blind INSERT: WriteSerializable cannot conflict, Serializable can",
+    ),
     # P2: a MERGE joining on the partition columns only may scan every
     # partition: it can conflict with writes to other partitions. A "can":
     # where M2 says a blind INSERT cannot conflict (WriteSerializable), M2 settles it.
-    Rule("P2", lambda w, l: MERGE_NOLIT in (w, l) and w in M_TABLE and l in M_TABLE, (CC, CC), None,
-         "MERGE without literal partition predicates, other partition: can conflict",
-         when=lambda c: c.layout == DISJOINT),
+    Rule(
+        "P2",
+        lambda w, loser: MERGE_NOLIT in (w, loser) and w in M_TABLE and loser in M_TABLE,
+        (CC, CC),
+        None,
+        "MERGE without literal partition predicates, other partition: can conflict",
+        when=lambda c: c.layout == DISJOINT,
+    ),
     # M3: UPDATE/DELETE/MERGE vs each other can conflict in both levels.
-    Rule("M3", lambda w, l: w in DML and l in DML, (CC, CC), None, "UPDATE/DELETE/MERGE pairs can conflict"),
+    Rule("M3", lambda w, loser: w in DML and loser in DML, (CC, CC), None, "UPDATE/DELETE/MERGE pairs can conflict"),
     # M5: OPTIMIZE vs UPDATE/DELETE/MERGE: with deletion vectors cannot
     # conflict unless ZORDER BY is used; otherwise can conflict.
-    Rule("M5", _either(COMPACTION, DML), (MC, MC), None,
-         "OPTIMIZE and UPDATE/DELETE/MERGE with deletion vectors, no ZORDER: cannot conflict",
-         when=_dv_without_zorder),
-    Rule("M5", _either(COMPACTION, DML), (CC, CC), None, "OPTIMIZE and UPDATE/DELETE/MERGE: can conflict",
-         when=lambda c: not _dv_without_zorder(c)),
+    Rule(
+        "M5",
+        _either(COMPACTION, DML),
+        (MC, MC),
+        None,
+        "OPTIMIZE and UPDATE/DELETE/MERGE with deletion vectors, no ZORDER: cannot conflict",
+        when=_dv_without_zorder,
+    ),
+    Rule(
+        "M5",
+        _either(COMPACTION, DML),
+        (CC, CC),
+        None,
+        "OPTIMIZE and UPDATE/DELETE/MERGE: can conflict",
+        when=lambda c: not _dv_without_zorder(c),
+    ),
     # M6: OPTIMIZE vs OPTIMIZE, as M5. With deletion vectors the loser cannot
     # conflict, yet both cannot rewrite the same files: it conforms by
     # completing as a no-op (verdict.NOOP), never by rewriting them again.
-    Rule("M6", lambda w, l: w in COMPACTION and l in COMPACTION, (MC, MC), None,
-         "two OPTIMIZEs with deletion vectors, no ZORDER: cannot conflict (the loser may complete as a no-op)",
-         when=_dv_without_zorder),
-    Rule("M6", lambda w, l: w in COMPACTION and l in COMPACTION, (CC, CC), None, "two OPTIMIZEs: can conflict",
-         when=lambda c: not _dv_without_zorder(c)),
+    Rule(
+        "M6",
+        lambda w, loser: w in COMPACTION and loser in COMPACTION,
+        (MC, MC),
+        None,
+        "two OPTIMIZEs with deletion vectors, no ZORDER: cannot conflict (the loser may complete as a no-op)",
+        when=_dv_without_zorder,
+    ),
+    Rule(
+        "M6",
+        lambda w, loser: w in COMPACTION and loser in COMPACTION,
+        (CC, CC),
+        None,
+        "two OPTIMIZEs: can conflict",
+        when=lambda c: not _dv_without_zorder(c),
+    ),
 )
 
 
@@ -229,8 +309,9 @@ def expectation(cell: Cell) -> Expectation:
     ambiguous = "; ".join(r.ambiguous for r in rules if r.ambiguous)
     if settling[MX] and settling[MC]:
         outcome, speaking = CC, settling[MX] + settling[MC]
-        ambiguous = "; ".join(filter(None, [ambiguous, " vs ".join(
-            f"{r.claim} says {r.at(cell.level).value}" for r in speaking)]))
+        ambiguous = "; ".join(
+            filter(None, [ambiguous, " vs ".join(f"{r.claim} says {r.at(cell.level).value}" for r in speaking)])
+        )
     elif settling[MX] or settling[MC]:
         outcome = MX if settling[MX] else MC
         speaking = settling[outcome]
@@ -249,9 +330,9 @@ def expectation(cell: Cell) -> Expectation:
 # -- enumeration ---------------------------------------------------------------
 
 
-def _dv_relevant(w: str, l: str) -> bool:
+def _dv_relevant(w: str, loser: str) -> bool:
     """Deletion vectors change the expectation only for M5 / M6 pairs."""
-    return (w in COMPACTION and (l in DML or l in COMPACTION)) or (l in COMPACTION and w in DML)
+    return (w in COMPACTION and (loser in DML or loser in COMPACTION)) or (loser in COMPACTION and w in DML)
 
 
 def all_cells(levels: Iterable[str] = ISOLATION_LEVELS, row_level_concurrency: bool = False) -> list[Cell]:
@@ -264,11 +345,15 @@ def all_cells(levels: Iterable[str] = ISOLATION_LEVELS, row_level_concurrency: b
         for layout in LAYOUTS:
             ops = DATA_OPS + ((MERGE_NOLIT,) if layout != UNPARTITIONED else ())
             for w in ops:
-                for l in ops:
-                    cells.append(Cell(w, l, level, layout))
+                for loser in ops:
+                    cells.append(Cell(w, loser, level, layout))
             if layout == DISJOINT:
                 continue  # P1 already makes M5/M6 cannot-conflict there
-            cells += [Cell(w, l, level, layout, dv=True) for w in ops for l in ops if _dv_relevant(w, l)]
-        cells += [Cell(APP_TXN, APP_TXN, level, UNPARTITIONED), Cell(APP_TXN, INSERT, level, UNPARTITIONED),
-                  Cell(INSERT, APP_TXN, level, UNPARTITIONED), Cell(CREATE, CREATE, level, UNPARTITIONED)]
+            cells += [Cell(w, loser, level, layout, dv=True) for w in ops for loser in ops if _dv_relevant(w, loser)]
+        cells += [
+            Cell(APP_TXN, APP_TXN, level, UNPARTITIONED),
+            Cell(APP_TXN, INSERT, level, UNPARTITIONED),
+            Cell(INSERT, APP_TXN, level, UNPARTITIONED),
+            Cell(CREATE, CREATE, level, UNPARTITIONED),
+        ]
     return cells

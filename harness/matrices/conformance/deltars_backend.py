@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from harness.core.history import ErrorClass
+from harness.core.table import TableSpec
+from harness.deltalog import read_log
+from harness.engines.base import ClientConfig, OpResult
+from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.model import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOOP, UNSUPPORTED, Observation, TxnResult
-from harness.deltalog import read_log
-from harness.engines.base import ClientConfig, OpResult
-from harness.core.table import TableSpec
-from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema
-from harness.core.history import ErrorClass
 
 GATE_TIMEOUT_S = 20.0
 
@@ -63,8 +64,9 @@ def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
     if k in (C.DELETE, C.DELETE_ALL):
         return client.delete(plan.where, op_id)
     if k in (C.MERGE, C.MERGE_NOLIT):
-        return client.merge(plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(),
-                            plan.merge_insert(), op_id)
+        return client.merge(
+            plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(), plan.merge_insert(), op_id
+        )
     if k == C.INSERT_SELECT:
         # No INSERT ... SELECT in the Python API: the SELECT runs on the pinned
         # snapshot and a MERGE commits from that same snapshot, its target
@@ -72,8 +74,9 @@ def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
         dt = client._table()
         t = QueryBuilder().register("dj_table", dt).execute(plan.select_sql("dj_table")).read_all()
         row = plan.select_row(t.column("c")[0].as_py())
-        return client.merge([row], list(COLUMNS), f"t.id = s.id AND t.p = '{plan.part}'", None,
-                            plan.merge_insert(), op_id)
+        return client.merge(
+            [row], list(COLUMNS), f"t.id = s.id AND t.p = '{plan.part}'", None, plan.merge_insert(), op_id
+        )
     if k in (C.OPTIMIZE, C.ZORDER):
         # The client's optimize() has no partition filter; OPTIMIZE ... WHERE
         # p = '<part>' is what makes the partitions' file sets disjoint (P1).
@@ -128,10 +131,10 @@ def _run_pair(cell: C.Cell, uri: str) -> Observation:
     for op_id, rows in SETUP:
         setup.append(rows, table, "dataframe", op_id)
     wp, lp = plans(cell)
-    w, l = _client(uri, "1"), _client(uri, "2")
-    v0w, v0l = w.pin(), l.pin()
+    w, l_client = _client(uri, "1"), _client(uri, "2")
+    v0w, v0l = w.pin(), l_client.pin()
     winner = _attempt(w, lambda: execute(w, wp, table))
-    loser = _attempt(l, lambda: execute(l, lp, table))
+    loser = _attempt(l_client, lambda: execute(l_client, lp, table))
     log, by_op = _commits_by_op(uri)
     v0 = 2  # create + two setup appends
     winner.version, loser.version = by_op.get(wp.op_id), by_op.get(lp.op_id)
@@ -140,8 +143,13 @@ def _run_pair(cell: C.Cell, uri: str) -> Observation:
         notes.append(f"table objects loaded at {v0w}/{v0l}, not {v0}")
     if winner.status == COMMITTED and winner.version != v0 + 1:
         notes.append(f"the winner committed version {winner.version}, not {v0 + 1}")
-    if (loser.status == COMMITTED and loser.version is None and lp.kind in C.COMPACTION
-            and log.latest_version == v0 + 1 and v0l == v0):
+    if (
+        loser.status == COMMITTED
+        and loser.version is None
+        and lp.kind in C.COMPACTION
+        and log.latest_version == v0 + 1
+        and v0l == v0
+    ):
         loser.status = NOOP  # it read v0 and left the log as the winner did
     elif loser.status == COMMITTED:
         rv = log.commits[loser.version].read_version if loser.version in log.commits else None
@@ -173,15 +181,24 @@ def _run_create(cell: C.Cell, uri: str) -> Observation:
         started.set()
         if not go.wait(GATE_TIMEOUT_S):
             raise RuntimeError("the winner never committed")
-        yield pa.RecordBatch.from_pylist([dict(zip(COLUMNS, (200, 200, "a", 0, lp.op_id, None)))], schema=schema)
+        yield pa.RecordBatch.from_pylist(
+            [dict(zip(COLUMNS, (200, 200, "a", 0, lp.op_id, None), strict=True))], schema=schema
+        )
 
-    l = _client(uri, "2")
+    l_client = _client(uri, "2")
 
     def lose() -> None:
-        out["loser"] = _attempt(l, lambda: write_deltalake(
-            uri, pa.RecordBatchReader.from_batches(schema, batches()), mode="error",
-            configuration=dict(table.properties), partition_by=list(table.partition_by) or None,
-            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: lp.op_id})))
+        out["loser"] = _attempt(
+            l_client,
+            lambda: write_deltalake(
+                uri,
+                pa.RecordBatchReader.from_batches(schema, batches()),
+                mode="error",
+                configuration=dict(table.properties),
+                partition_by=list(table.partition_by) or None,
+                commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: lp.op_id}),
+            ),
+        )
 
     thread = threading.Thread(target=lose, daemon=True)
     thread.start()

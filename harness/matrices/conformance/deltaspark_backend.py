@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.model import APP_ID, OpPlan, table_spec
-from harness.matrices.conformance.sail_backend import NODE_TIMEOUT_S, SailBackend
-from harness.matrices.conformance.verdict import UNSUPPORTED, Observation, TxnResult
 from harness.core.history import ErrorClass
 from harness.core.table import TableSpec
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
 from harness.engines.spark import DeltaSparkClient
+from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.model import APP_ID, OpPlan, table_spec
+from harness.matrices.conformance.sail_backend import NODE_TIMEOUT_S, SailBackend
+from harness.matrices.conformance.verdict import UNSUPPORTED, Observation, TxnResult
 from harness.run.storage import open_storage
 
 
@@ -75,8 +75,9 @@ class DeltaSparkBackend(SailBackend):
     def _start(self, run_dir: Path) -> None:
         self.storage = open_storage("s3", run_dir, proxy=True, prefix="conformance/")
         try:
-            self.nodes = {n.name: n for n in self.engine.start_nodes(2, self.storage, run_dir / "logs",
-                                                                      NODE_TIMEOUT_S * 3)}
+            self.nodes = {
+                n.name: n for n in self.engine.start_nodes(2, self.storage, run_dir / "logs", NODE_TIMEOUT_S * 3)
+            }
         except BaseException:
             self.storage.stop()
             raise
@@ -112,9 +113,11 @@ class DeltaSparkBackend(SailBackend):
         uri = self.storage.table_uri(cell.id.replace("/", "__").replace(">", "-then-").replace("+", "-"))
         refusal = self._refusal(cell, uri)
         if refusal is not None:
-            r = TxnResult(UNSUPPORTED, ErrorClass.UNSUPPORTED.value,
-                          f"delta-spark refused to create the cell's table ({dict(table_spec(cell).properties)}): "
-                          f"{refusal}")
+            r = TxnResult(
+                UNSUPPORTED,
+                ErrorClass.UNSUPPORTED.value,
+                f"delta-spark refused to create the cell's table ({dict(table_spec(cell).properties)}): {refusal}",
+            )
             return Observation(r, r, True)
         obs = self._run_create(cell, uri) if cell.winner == C.CREATE else self._run_pair(cell, uri)
         obs.table, obs.seconds = uri, round(time.monotonic() - t0, 3)
@@ -155,5 +158,8 @@ class DeltaSparkBackend(SailBackend):
         pages = s3.get_paginator("list_objects_v2").paginate(Bucket=src_bucket, Prefix=src_prefix + "/")
         for page in pages:
             for obj in page.get("Contents", []):
-                s3.copy_object(Bucket=dst_bucket, Key=dst_prefix + obj["Key"][len(src_prefix):],
-                               CopySource={"Bucket": src_bucket, "Key": obj["Key"]})
+                s3.copy_object(
+                    Bucket=dst_bucket,
+                    Key=dst_prefix + obj["Key"][len(src_prefix) :],
+                    CopySource={"Bucket": src_bucket, "Key": obj["Key"]},
+                )

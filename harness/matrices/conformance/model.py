@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from harness.matrices.conformance import cells as C
 from harness.core.table import Column, TableSpec
+from harness.matrices.conformance import cells as C
 
 COLUMNS = ("id", "k", "p", "v", "writer", "prev_writer")
 TYPES = ("BIGINT", "BIGINT", "STRING", "BIGINT", "STRING", "STRING")
@@ -30,13 +30,17 @@ def table_spec(cell: C.Cell) -> TableSpec:
     props = {"delta.isolationLevel": cell.level}
     if cell.dv:
         props["delta.enableDeletionVectors"] = "true"
-    return TableSpec(columns=tuple(Column(n, t) for n, t in zip(COLUMNS, TYPES)),
-                     partition_by=("p",) if cell.partitioned else (), properties=tuple(sorted(props.items())))
+    return TableSpec(
+        columns=tuple(Column(n, t) for n, t in zip(COLUMNS, TYPES, strict=True)),
+        partition_by=("p",) if cell.partitioned else (),
+        properties=tuple(sorted(props.items())),
+    )
 
 
 SETUP: tuple[tuple[str, list[Row]], ...] = tuple(
     (w, [(i, i, "a" if (i - 1) % 4 < 2 else "b", 0, w, None) for i in ids])
-    for w, ids in (("setup.1", (1, 2, 3, 4)), ("setup.2", (5, 6, 7, 8))))
+    for w, ids in (("setup.1", (1, 2, 3, 4)), ("setup.2", (5, 6, 7, 8)))
+)
 
 
 def initial_rows() -> list[Row]:
@@ -75,8 +79,10 @@ class OpPlan:
         """The whole INSERT ... SELECT's SELECT, for SQL engines: the same row
         as select_row(count of the partition's rows)."""
         i = 120 + self.n
-        return (f"SELECT CAST({i} AS BIGINT) AS id, CAST({i} AS BIGINT) AS k, '{self.part}' AS p, count(*) AS v, "
-                f"'{self.op_id}' AS writer, CAST(NULL AS STRING) AS prev_writer FROM {table} WHERE {self.where}")
+        return (
+            f"SELECT CAST({i} AS BIGINT) AS id, CAST({i} AS BIGINT) AS k, '{self.part}' AS p, count(*) AS v, "
+            f"'{self.op_id}' AS writer, CAST(NULL AS STRING) AS prev_writer FROM {table} WHERE {self.where}"
+        )
 
     # UPDATE
     def assignments(self) -> dict[str, str]:

@@ -19,10 +19,19 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from checkers import serializability
+from checkers.base import Verdict
+from harness.core.errors import HarnessError
+from harness.core.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
+from harness.core.isolation import LEVELS as ISOLATION_LEVELS
+from harness.core.procs import ManagedProcess, python_argv
+from harness.deltalog import read_log
+from harness.engines import make_engine
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
 from harness.matrices.conformance.verdict import (
@@ -39,10 +48,7 @@ from harness.matrices.conformance.verdict import (
     allowed_classes,
     judge,
 )
-from harness.core.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
-from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, python_argv
-from harness.core.isolation import LEVELS as ISOLATION_LEVELS
+from harness.run.results import results_root
 
 CELL_TIMEOUT_S = 90.0
 # Starting a backend (moto, the proxy, two JVMs and their warm-up) is not
@@ -63,15 +69,21 @@ class CellResult:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.cell.to_json(), "operations": _ops(self.cell), "order": f"{self.cell.winner} first",
-                "claim": self.expectation.claim, "rule": self.expectation.rule,
-                "expected": self.expectation.outcome.value,
-                "spec_ambiguous": self.expectation.ambiguous or None,
-                "allowed_classes": sorted(allowed_classes(judged_cell(self.cell, self.obs), self.expectation,
-                                                          self.obs)),
-                "judged_level": judged_cell(self.cell, self.obs).level,
-                "observed": self.obs.observed(), "verdict": self.verdict, "why": self.why,
-                "observation": self.obs.to_json()}
+        return {
+            **self.cell.to_json(),
+            "operations": _ops(self.cell),
+            "order": f"{self.cell.winner} first",
+            "claim": self.expectation.claim,
+            "rule": self.expectation.rule,
+            "expected": self.expectation.outcome.value,
+            "spec_ambiguous": self.expectation.ambiguous or None,
+            "allowed_classes": sorted(allowed_classes(judged_cell(self.cell, self.obs), self.expectation, self.obs)),
+            "judged_level": judged_cell(self.cell, self.obs).level,
+            "observed": self.obs.observed(),
+            "verdict": self.verdict,
+            "why": self.why,
+            "observation": self.obs.to_json(),
+        }
 
 
 # -- post-cell checks ------------------------------------------------------------
@@ -80,7 +92,8 @@ class CellResult:
 def _rows_text(rows: Counter) -> str:
     items = sorted(rows.elements(), key=repr)
     return ", ".join(f"(id {r[0]}, p {r[2]}, v {r[3]}, writer {r[4]})" for r in items[:4]) + (
-        f" and {len(items) - 4} more" if len(items) > 4 else "")
+        f" and {len(items) - 4} more" if len(items) > 4 else ""
+    )
 
 
 def check_data(cell: C.Cell, obs: Observation, log: Any) -> str | None:
@@ -88,7 +101,7 @@ def check_data(cell: C.Cell, obs: Observation, log: Any) -> str | None:
     ops gives, else why not (spec C14 / C15 when both committed; C8 when
     the loser failed: a conflict never corrupts the table)."""
     rows = log.rows_at(log.latest_version, columns=list(COLUMNS))
-    got = Counter(zip(*(rows.column(c).to_pylist() for c in COLUMNS)))
+    got = Counter(zip(*(rows.column(c).to_pylist() for c in COLUMNS), strict=True))
     wp, lp = plans(cell)
     both = obs.loser.status == COMMITTED
     outcomes = serial_outcomes(wp, lp, both, cell.level)
@@ -97,8 +110,10 @@ def check_data(cell: C.Cell, obs: Observation, log: Any) -> str | None:
     name, want = next(iter(outcomes.items()))
     claim = ("C14" if cell.level == C.SERIALIZABLE else "C15") if both else "C8"
     extra, missing = got - want, want - got
-    return (f"{claim}: the table ({sum(got.values())} rows) is not what {' or '.join(outcomes)} gives; vs the "
-            f"{name}: extra {_rows_text(extra) or 'none'}; missing {_rows_text(missing) or 'none'}")
+    return (
+        f"{claim}: the table ({sum(got.values())} rows) is not what {' or '.join(outcomes)} gives; vs the "
+        f"{name}: extra {_rows_text(extra) or 'none'}; missing {_rows_text(missing) or 'none'}"
+    )
 
 
 def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> History:
@@ -107,8 +122,15 @@ def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> H
     wp, lp = plans(cell)
     events: list[Event] = []
 
-    def add(process: int | str, type_: str, f: str, op_id: str, value: Any = None, version: int | None = None,
-            error: OpError | None = None) -> None:
+    def add(
+        process: int | str,
+        type_: str,
+        f: str,
+        op_id: str,
+        value: Any = None,
+        version: int | None = None,
+        error: OpError | None = None,
+    ) -> None:
         events.append(Event(len(events), len(events) * 1000, process, type_, f, op_id, value, version, error, "n1"))
 
     facts = {"row_key": "id", "predicate_column": "p", "default_isolation": default_isolation}
@@ -124,8 +146,9 @@ def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> H
             add(process, OK, plan.kind, plan.op_id, None, res.version)
         else:
             cls = ErrorClass(res.cls) if res.cls in {e.value for e in ErrorClass} else ErrorClass.NOT_A_CONFLICT
-            add(process, FAIL if res.status != ERROR else INFO, plan.kind, plan.op_id, None, None,
-                OpError(cls, res.raw))
+            add(
+                process, FAIL if res.status != ERROR else INFO, plan.kind, plan.op_id, None, None, OpError(cls, res.raw)
+            )
     return History(events)
 
 
@@ -152,8 +175,13 @@ def resolve_loser(obs: Observation, log: Any) -> None:
     lo, v = obs.loser, len(SETUP) + 2
     if lo.status != ERROR or log.latest_version is None or log.latest_version < v:
         return
-    obs.loser = TxnResult(COMMITTED, lo.cls, f"reported {lo.cls}, but its commit is in the log at version {v}: "
-                          f"{lo.raw}", version=v, read_version=lo.read_version)
+    obs.loser = TxnResult(
+        COMMITTED,
+        lo.cls,
+        f"reported {lo.cls}, but its commit is in the log at version {v}: {lo.raw}",
+        version=v,
+        read_version=lo.read_version,
+    )
 
 
 def judged_cell(cell: C.Cell, obs: Observation) -> C.Cell:
@@ -164,14 +192,12 @@ def judged_cell(cell: C.Cell, obs: Observation) -> C.Cell:
     return cell
 
 
-def post_check(cell: C.Cell, obs: Observation, default_isolation: str,
-               reader_options: dict[str, str] | None = None) -> None:
+def post_check(
+    cell: C.Cell, obs: Observation, default_isolation: str, reader_options: dict[str, str] | None = None
+) -> None:
     """Runs in the worker, which owns the storage the cell's table is on."""
     if cell.winner == C.CREATE or not obs.table or obs.observed() == "unsupported":
         return
-    from checkers import serializability
-    from checkers.base import Verdict
-    from harness.deltalog import read_log
 
     log = read_log(obs.table, reader_options)
     if log.latest_version is not None:
@@ -208,10 +234,15 @@ class CellWorker:
     def _start(self) -> None:
         self.starts += 1
         self.lines = queue.Queue()
-        argv = python_argv("harness.matrices.conformance.worker", "--engine", self.engine,
-                           *(("--root", str(self.root)) if self.root else ()))
-        self.proc = ManagedProcess(f"conformance worker {self.starts}", argv,
-                                   self.logs / f"worker-{self.starts}.log", pipes=True).start()
+        argv = python_argv(
+            "harness.matrices.conformance.worker",
+            "--engine",
+            self.engine,
+            *(("--root", str(self.root)) if self.root else ()),
+        )
+        self.proc = ManagedProcess(
+            f"conformance worker {self.starts}", argv, self.logs / f"worker-{self.starts}.log", pipes=True
+        ).start()
         out, lines = self.proc.proc.stdout, self.lines  # type: ignore[union-attr]
 
         def pump() -> None:
@@ -224,8 +255,10 @@ class CellWorker:
             ready = self.lines.get(timeout=WORKER_START_TIMEOUT_S)
         except queue.Empty:
             self.stop()
-            raise WorkerNotReady(f"the conformance worker did not start its nodes within "
-                                 f"{WORKER_START_TIMEOUT_S:.0f} s (see {self.logs})") from None
+            raise WorkerNotReady(
+                f"the conformance worker did not start its nodes within "
+                f"{WORKER_START_TIMEOUT_S:.0f} s (see {self.logs})"
+            ) from None
         if ready is None or not json.loads(ready).get("ready"):
             self.stop()
             raise WorkerNotReady(f"the conformance worker died before it was ready (see {self.logs})")
@@ -276,8 +309,14 @@ def _error_obs(text: str, timeout: bool = False) -> Observation:
     return Observation(r, r, controlled=False, control_note=text)
 
 
-def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CELL_TIMEOUT_S,
-              progress: Callable[[CellResult], None] | None = None, jobs: int = 1) -> list[CellResult]:
+def run_cells(
+    engine: str,
+    cells: list[C.Cell],
+    root: Path,
+    timeout: float = CELL_TIMEOUT_S,
+    progress: Callable[[CellResult], None] | None = None,
+    jobs: int = 1,
+) -> list[CellResult]:
     """Run `cells` in `jobs` workers at once, each with its own storage and
     nodes (under root/job<i>/ when jobs > 1); results in the cells' order."""
     if engine not in ENGINES:
@@ -309,9 +348,17 @@ def run_cells(engine: str, cells: list[C.Cell], root: Path, timeout: float = CEL
                 exp = C.expectation(judged)
                 verdict, why = judge(judged, exp, obs)
                 if judged.level != cell.level:
-                    why = "; ".join(filter(None, [f"judged at {judged.level}, the level the table carried "
-                                                  f"({obs.level_source}), not the {cell.level} the cell asked "
-                                                  "for (spec C13)", why]))
+                    why = "; ".join(
+                        filter(
+                            None,
+                            [
+                                f"judged at {judged.level}, the level the table carried "
+                                f"({obs.level_source}), not the {cell.level} the cell asked "
+                                "for (spec C13)",
+                                why,
+                            ],
+                        )
+                    )
                 with lock:
                     results[i] = CellResult(cell, exp, obs, verdict, why)
                     if progress:
@@ -339,9 +386,14 @@ def _ops(cell: C.Cell) -> str:
 
 def render_markdown(engine: str, results: list[CellResult], seconds: float, versions: dict[str, str]) -> str:
     counts = Counter(r.verdict for r in results)
-    lines = [f"# Conformance matrix: {engine} ({', '.join(f'{k} {v}' for k, v in versions.items())})", "",
-             f"{len(results)} cells in {seconds:.0f} s: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]),
-             "", "| claim | cells | " + " | ".join(VERDICTS) + " |", "|---|---|" + "---|" * len(VERDICTS)]
+    lines = [
+        f"# Conformance matrix: {engine} ({', '.join(f'{k} {v}' for k, v in versions.items())})",
+        "",
+        f"{len(results)} cells in {seconds:.0f} s: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]),
+        "",
+        "| claim | cells | " + " | ".join(VERDICTS) + " |",
+        "|---|---|" + "---|" * len(VERDICTS),
+    ]
     per_claim: dict[str, Counter] = {}
     for r in results:
         per_claim.setdefault(r.expectation.claim, Counter())[r.verdict] += 1
@@ -365,31 +417,48 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
         if r.expectation.ambiguous:
             ambiguous.setdefault(r.expectation.ambiguous, []).append(r)
     if ambiguous:
-        lines += ["", "## Cells the spec leaves ambiguous", "",
-                  "Judged as \"can conflict\": either outcome conforms, the data and the class are still checked.", ""]
+        lines += [
+            "",
+            "## Cells the spec leaves ambiguous",
+            "",
+            'Judged as "can conflict": either outcome conforms, the data and the class are still checked.',
+            "",
+        ]
         for why, rs in ambiguous.items():
-            lines.append(f"- {why} ({len(rs)}): " + ", ".join(f"`{r.cell.id}`" for r in rs[:12])
-                         + (f", and {len(rs) - 12} more" if len(rs) > 12 else ""))
-    lines += ["", "## All cells", "",
-              "| claim | operations | order | level | layout | expected | observed | checker | verdict |",
-              "|---|---|---|---|---|---|---|---|---|"]
+            lines.append(
+                f"- {why} ({len(rs)}): "
+                + ", ".join(f"`{r.cell.id}`" for r in rs[:12])
+                + (f", and {len(rs) - 12} more" if len(rs) > 12 else "")
+            )
+    lines += [
+        "",
+        "## All cells",
+        "",
+        "| claim | operations | order | level | layout | expected | observed | checker | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         c = r.cell
         layout = c.layout + (" + DV" if c.dv else "")
         level = judged_cell(c, r.obs).level
         level = level if level == c.level else f"{level} (asked {c.level})"
-        lines.append(f"| {r.expectation.claim} | {_ops(c)} | {c.winner} first | {level} | {layout} | "
-                     f"{r.expectation.outcome.value} | {r.obs.observed()} | {r.obs.checker_verdict or '-'} | "
-                     f"{r.verdict} |")
+        lines.append(
+            f"| {r.expectation.claim} | {_ops(c)} | {c.winner} first | {level} | {layout} | "
+            f"{r.expectation.outcome.value} | {r.obs.observed()} | {r.obs.checker_verdict or '-'} | "
+            f"{r.verdict} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def write_report(root: Path, engine: str, results: list[CellResult], seconds: float) -> None:
-    from harness.engines import make_engine
-
     versions = make_engine(engine).versions()
-    doc = {"engine": engine, "versions": versions, "seconds": round(seconds, 1),
-           "counts": dict(Counter(r.verdict for r in results)), "cells": [r.to_json() for r in results]}
+    doc = {
+        "engine": engine,
+        "versions": versions,
+        "seconds": round(seconds, 1),
+        "counts": dict(Counter(r.verdict for r in results)),
+        "cells": [r.to_json() for r in results],
+    }
     (root / "conformance.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     (root / "conformance.md").write_text(render_markdown(engine, results, seconds, versions))
 
@@ -407,8 +476,14 @@ def select(cells: list[C.Cell], pattern: str | None) -> list[C.Cell]:
     return chosen
 
 
-def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout: float = CELL_TIMEOUT_S,
-                    verbose: bool = True, jobs: int = 1) -> int:
+def run_conformance(
+    engine: str,
+    root: Path,
+    pattern: str | None = None,
+    timeout: float = CELL_TIMEOUT_S,
+    verbose: bool = True,
+    jobs: int = 1,
+) -> int:
     """The whole matrix (or the cells matching `pattern`); exit 1 on any
     safety deviation, 3 if any cell could not be judged."""
     # Only engines with a conformance backend (not spark-connect: the cells
@@ -421,15 +496,20 @@ def run_conformance(engine: str, root: Path, pattern: str | None = None, timeout
 
     def progress(r: CellResult) -> None:
         if verbose and r.verdict != "conforms":
-            print(f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
-                  f"observed {r.obs.observed()})", file=sys.stderr)
+            print(
+                f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
+                f"observed {r.obs.observed()})",
+                file=sys.stderr,
+            )
 
     results = run_cells(engine, cells, root, timeout, progress, jobs)
     seconds = time.monotonic() - t0
     write_report(root, engine, results, seconds)
     counts = Counter(r.verdict for r in results)
-    print(f"conformance {engine}: {len(results)} cells in {seconds:.0f} s: "
-          + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]))
+    print(
+        f"conformance {engine}: {len(results)} cells in {seconds:.0f} s: "
+        + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v])
+    )
     print(f"report: {root / 'conformance.md'}")
     return exit_code(counts)
 
@@ -450,20 +530,25 @@ def exit_code(counts: Counter[str]) -> int:
 
 def add_parser(sub: Any) -> None:
     """`delta-jepsen conformance` (registered by harness.cli)."""
-    c = sub.add_parser("conformance", help="deterministic two-transaction conflict schedules per spec claim, "
-                       "as conformance.md / conformance.json; exit 1 on a safety deviation, 3 if a cell could not be judged")
+    c = sub.add_parser(
+        "conformance",
+        help="deterministic two-transaction conflict schedules per spec claim, "
+        "as conformance.md / conformance.json; exit 1 on a safety deviation, 3 if a cell could not be judged",
+    )
     c.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINES)} (default delta-rs)")
-    c.add_argument("--cells", default=None, help="only the cells whose id matches this regular expression, "
-                   "e.g. 'unpartitioned/Serializable/insert>'")
+    c.add_argument(
+        "--cells",
+        default=None,
+        help="only the cells whose id matches this regular expression, e.g. 'unpartitioned/Serializable/insert>'",
+    )
     c.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default 90)")
     c.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
-    c.add_argument("--jobs", type=int, default=1, help="workers at once, each with its own storage and nodes "
-                   "(default 1)")
+    c.add_argument(
+        "--jobs", type=int, default=1, help="workers at once, each with its own storage and nodes (default 1)"
+    )
 
 
 def cmd_conformance(args: Any) -> int:
-    from harness.run.results import results_root
-
     if args.cell_timeout <= 0:
         raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
     if args.jobs < 1:

@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from checkers.model import table_facts
+from harness.core.history import ErrorClass
+from harness.core.table import TableSpec
+from harness.deltalog import read_log
+from harness.engines.sail import SAIL_CAPABILITIES, SailEngine
+from harness.engines.spark import SparkConnectClient
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.model import COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOT_RUN, UNSUPPORTED, Observation, TxnResult
-from harness.deltalog import read_log
-from harness.s3proxy.server import log_version
-from harness.core.table import TableSpec
-from harness.engines.sail import SAIL_CAPABILITIES, SailEngine
-from harness.engines.spark import SparkConnectClient
-from harness.core.history import ErrorClass
 from harness.run.storage import open_storage
+from harness.s3proxy.server import log_version
 
 HOLD_TIMEOUT_S = 30.0
 NODE_TIMEOUT_S = 60.0
@@ -47,8 +49,7 @@ class SailBackend:
         """moto, the proxy and two Sail servers; their logs under run_dir/logs/."""
         self.storage = open_storage("s3", run_dir, proxy=True, prefix="conformance/")
         try:
-            self.nodes = {n.name: n for n in self.engine.start_nodes(2, self.storage, run_dir / "logs",
-                                                                      NODE_TIMEOUT_S)}
+            self.nodes = {n.name: n for n in self.engine.start_nodes(2, self.storage, run_dir / "logs", NODE_TIMEOUT_S)}
         except BaseException:
             self.storage.stop()
             raise
@@ -77,8 +78,11 @@ class SailBackend:
         t0 = time.monotonic()
         missing = [k for k in (cell.winner, cell.loser) if C.PRIMITIVES[k] not in SAIL_CAPABILITIES.ops]
         if missing:
-            r = TxnResult(UNSUPPORTED, ErrorClass.UNSUPPORTED.value,
-                          f"sail has no {', '.join(sorted({C.PRIMITIVES[k] for k in missing}))} (capabilities)")
+            r = TxnResult(
+                UNSUPPORTED,
+                ErrorClass.UNSUPPORTED.value,
+                f"sail has no {', '.join(sorted({C.PRIMITIVES[k] for k in missing}))} (capabilities)",
+            )
             other = TxnResult(NOT_RUN)
             return Observation(r if cell.winner in missing else other, r if cell.loser in missing else other, True)
         if self.storage is None:
@@ -107,8 +111,14 @@ class SailBackend:
             client._sql(f"DELETE FROM {client.table_ref}")
         elif k in (C.MERGE, C.MERGE_NOLIT):
             # VALUES gives an all-NULL column no type: the insert casts it.
-            client.merge(plan.merge_source(), list(COLUMNS), plan.merge_on(), plan.merge_set(),
-                         {**plan.merge_insert(), "prev_writer": "CAST(s.prev_writer AS STRING)"}, op_id)
+            client.merge(
+                plan.merge_source(),
+                list(COLUMNS),
+                plan.merge_on(),
+                plan.merge_set(),
+                {**plan.merge_insert(), "prev_writer": "CAST(s.prev_writer AS STRING)"},
+                op_id,
+            )
         elif k == C.SET_PROPERTIES:
             client.set_properties(plan.properties(), op_id)
         else:
@@ -138,8 +148,9 @@ class SailBackend:
     # committed op the log does not name is missing evidence.
     commits_name_op = False
 
-    def _held_race(self, v0: int, start_loser: Callable[[], threading.Thread], run_winner: Callable[[], TxnResult],
-                   pin: bool) -> tuple[TxnResult, list[str], threading.Thread | None, int | None]:
+    def _held_race(
+        self, v0: int, start_loser: Callable[[], threading.Thread], run_winner: Callable[[], TxnResult], pin: bool
+    ) -> tuple[TxnResult, list[str], threading.Thread | None, int | None]:
         """Hold (and pin) the loser, start it, wait for its held request of
         version v0+1, run the winner, then let the loser go. Returns the
         winner's result, control notes, the loser's thread, and the release
@@ -154,8 +165,10 @@ class SailBackend:
             if not held:
                 notes.append(f"the loser's {self.held_request} was never held within {HOLD_TIMEOUT_S:.0f} s")
             elif log_version(held[0]["path"]) != v0 + 1:
-                notes.append(f"the loser's held {self.held_request} was {held[0]['method']} {held[0]['path']}, "
-                             f"not of version {v0 + 1}")
+                notes.append(
+                    f"the loser's held {self.held_request} was {held[0]['method']} {held[0]['path']}, "
+                    f"not of version {v0 + 1}"
+                )
             winner = run_winner()
         finally:
             if pin_id is not None:
@@ -164,8 +177,10 @@ class SailBackend:
                 status = self.proxy.release(held[0]["id"])
             self.proxy.heal()  # whatever is left of this cell's rules
         if held and status != self.release_status:
-            notes.append(f"the released {self.held_request} got {status}, not {self.release_status} "
-                         "(the winner's commit was not there)")
+            notes.append(
+                f"the released {self.held_request} got {status}, not {self.release_status} "
+                "(the winner's commit was not there)"
+            )
         thread.join(HOLD_TIMEOUT_S)
         if thread.is_alive():
             notes.append("the loser did not finish")
@@ -191,8 +206,10 @@ class SailBackend:
             out: dict[str, TxnResult] = {}
 
             def start_loser() -> threading.Thread:
-                t = threading.Thread(target=lambda: out.setdefault("loser", self._attempt(
-                    b, lambda: self.execute(b, lp, table))), daemon=True)
+                t = threading.Thread(
+                    target=lambda: out.setdefault("loser", self._attempt(b, lambda: self.execute(b, lp, table))),
+                    daemon=True,
+                )
                 t.start()
                 return t
 
@@ -217,15 +234,23 @@ class SailBackend:
         return obs
 
     @classmethod
-    def _observe_versions(cls, log: Any, v0: int, winner_op: str, loser_op: str, winner: TxnResult,
-                          loser: TxnResult, notes: list[str], hold_ok: bool) -> None:
+    def _observe_versions(
+        cls,
+        log: Any,
+        v0: int,
+        winner_op: str,
+        loser_op: str,
+        winner: TxnResult,
+        loser: TxnResult,
+        notes: list[str],
+        hold_ok: bool,
+    ) -> None:
         """Versions from the log, not assumed: the engine reports none (Sail
         writes no readVersion). The loser was held at its commit of v0+1
         until the winner finished, so a commit at v0+1 is the winner's, and
         the loser read v0 (it was committing v0+1); rows tagged with an op's
         id, where it wrote any, must sit at that op's version. Without that
         evidence the cell is uncontrolled."""
-        from checkers.model import table_facts
 
         facts = table_facts(log)
         if hold_ok:
@@ -244,8 +269,9 @@ class SailBackend:
             loser.version = log.latest_version
             tagged = facts.commit_version(loser_op)
             if loser.version != v0 + 2 or (tagged is not None and tagged != v0 + 2):
-                notes.append(f"the loser's commit is version {tagged if tagged is not None else loser.version}, "
-                             f"not {v0 + 2}")
+                notes.append(
+                    f"the loser's commit is version {tagged if tagged is not None else loser.version}, not {v0 + 2}"
+                )
 
     def _run_create(self, cell: C.Cell, uri: str) -> Observation:
         """Two CREATEs at one empty path: the loser's commit PUT of version 0
@@ -255,15 +281,20 @@ class SailBackend:
         wp, lp = plans(cell)
         out: dict[str, TxnResult] = {}
         try:
+
             def start_loser() -> threading.Thread:
-                t = threading.Thread(target=lambda: out.setdefault("loser", self._attempt(
-                    b, lambda: b.create_table_at(uri, table, lp.op_id))), daemon=True)
+                t = threading.Thread(
+                    target=lambda: out.setdefault(
+                        "loser", self._attempt(b, lambda: b.create_table_at(uri, table, lp.op_id))
+                    ),
+                    daemon=True,
+                )
                 t.start()
                 return t
 
-            winner, notes, _, _ = self._held_race(-1, start_loser,
-                                                  lambda: self._attempt(a, lambda: a.create_table_at(
-                                                      uri, table, wp.op_id)), pin=False)
+            winner, notes, _, _ = self._held_race(
+                -1, start_loser, lambda: self._attempt(a, lambda: a.create_table_at(uri, table, wp.op_id)), pin=False
+            )
         finally:
             a.close()
             b.close()

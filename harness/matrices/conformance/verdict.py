@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.matrices.conformance.cells import COMPACTION, REMOVES_FILES, Cell, Expectation, Outcome
 from harness.core.history import ErrorClass
+from harness.matrices.conformance.cells import COMPACTION, REMOVES_FILES, Cell, Expectation, Outcome
 
 COMMITTED, FAILED, UNSUPPORTED, ERROR = "committed", "failed", "unsupported", "error"
 # A compaction that completed, reported success and committed nothing (it
@@ -88,7 +88,7 @@ class Observation:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Observation":
+    def from_json(cls, d: dict[str, Any]) -> Observation:
         d = dict(d)
         d["winner"] = TxnResult(**d["winner"])
         d["loser"] = TxnResult(**d["loser"])
@@ -149,8 +149,10 @@ def _judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
         if cell.loser not in COMPACTION:
             return V_ERROR, "the loser reported success but committed nothing, and only a compaction may"
         if exp.outcome is Outcome.MUST_CONFLICT:
-            return EXCEPTION_CLASS, (f"{exp.claim}: completed as a no-op where the spec requires a conflict "
-                                     f"({'/'.join(sorted(exp.classes or ())) or 'a class of the E-list'})")
+            return EXCEPTION_CLASS, (
+                f"{exp.claim}: completed as a no-op where the spec requires a conflict "
+                f"({'/'.join(sorted(exp.classes or ())) or 'a class of the E-list'})"
+            )
         return CONFORMS, ""
     if lo.status == COMMITTED:
         if exp.outcome is Outcome.MUST_CONFLICT:
@@ -162,6 +164,8 @@ def _judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
         return AVAILABILITY, f"{exp.claim}: cannot conflict, but the loser failed with {lo.claim or lo.cls}"
     allowed = allowed_classes(cell, exp, obs)
     if lo.claim not in allowed:
-        return EXCEPTION_CLASS, (f"{exp.claim}: conflict reported as {lo.claim or lo.cls}; the E-list gives "
-                                 f"{'/'.join(sorted(allowed)) or 'no class'} for what the winner did")
+        return EXCEPTION_CLASS, (
+            f"{exp.claim}: conflict reported as {lo.claim or lo.cls}; the E-list gives "
+            f"{'/'.join(sorted(allowed)) or 'no class'} for what the winner did"
+        )
     return CONFORMS, ""

@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.matrices.conformance.cells import Cell
+from harness.matrices.conformance.deltars_backend import DeltaRsBackend
+from harness.matrices.conformance.deltaspark_backend import DeltaSparkBackend
 from harness.matrices.conformance.runner import post_check
+from harness.matrices.conformance.sail_backend import SailBackend
 from harness.matrices.conformance.verdict import Observation
 
 
@@ -32,16 +35,10 @@ class Backend(Protocol):
 
 def backend(engine: str) -> Backend:
     if engine == "delta-rs":
-        from harness.matrices.conformance.deltars_backend import DeltaRsBackend
-
         return DeltaRsBackend()
     if engine == "delta-spark":
-        from harness.matrices.conformance.deltaspark_backend import DeltaSparkBackend
-
         return DeltaSparkBackend()
     if engine == "sail":
-        from harness.matrices.conformance.sail_backend import SailBackend
-
         return SailBackend()
     raise ValueError(f"no conformance backend for engine {engine!r}")
 

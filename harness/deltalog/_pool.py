@@ -1,0 +1,415 @@
+"""Reader processes for tables of many local files: JSON commits read, parsed
+and validated, and data files decoded, by niced worker processes a bounded
+window ahead of the thread that replays the log, with the pipe protocol
+(pickled, length-prefixed frames) between them and the batching on top."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
+from harness.deltalog.names import _SCHEME_RE
+from harness.deltalog.schema import _read_parquet
+
+# A long run's table is 100k+ small files: JSON commits and parquet data
+# files. Per file, this thread would wait for the disk (page-cache misses are
+# the norm on small VMs) and decode a parquet footer; reader *threads* do not
+# help, because every read or decode has to win back the GIL from the thread
+# that parses. Reader processes (``python -m harness.deltalog``, niced) work
+# on batches of files in log order, a bounded window ahead of this thread:
+# JSON commits come back parsed and validated (parse_commit_bytes,
+# _check_actions: the same code), data files as Arrow IPC (one payload per
+# batch, sliced back into files here), commits first. Whatever a worker
+# cannot do (a missing, unreadable, unparseable or invalid file, a URI path,
+# a dead worker) comes back as None, and this thread then does it itself
+# the ordinary way, so results and problems are exactly those of the
+# sequential path.
+#
+# The other modules read the tunables below as ``_pool.NAME`` at the time of
+# use, so that one assignment here (tests lower them) reaches every reader.
+
+_PARALLEL_MIN_FILES = 4096  # fewer files than this: the sequential path
+_PARALLEL_BATCH = 256  # files per task
+# Tasks in flight or done but not yet consumed, for JSON commits, for data
+# files decoded on demand, and after prefetch_data_files (the run-ahead that
+# lets workers and this thread overlap; tens of KB a task).
+_PARALLEL_WINDOW_COMMITS = 64
+_PARALLEL_WINDOW = 8
+_PARALLEL_WINDOW_PREFETCH = 256
+# Processes: reads wait on the disk as well as use the CPU, so one more
+# worker than cores keeps the cores busy (they run niced: see _WORKER_NICE).
+_PARALLEL_WORKERS = max(2, min(8, (os.cpu_count() or 1) + 1))
+
+
+class _WorkerTask:
+    __slots__ = ("done", "value", "abandoned")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.abandoned = False
+
+    def result(self) -> Any:
+        """The task's return value; None if the worker failed or died."""
+        self.done.wait()
+        return self.value
+
+    def cancel(self) -> None:
+        self.abandoned = True  # its reply is read and dropped
+        self.value = None
+
+
+_F_SETPIPE_SZ = 1031  # Linux fcntl
+_WORKER_NICE = 5
+# Worker-side priority: a JSON commit's bytes are waited for now, a data
+# file is decoded ahead of need.
+_PRIORITY = {"commits": 0, "parquet": 1}
+
+
+class _Worker:
+    """One reader process (``python -m harness.deltalog``): pickled
+    (task id, function name, root, items) requests in, pickled (task id,
+    reply) out, each frame length-prefixed. The process serves JSON reads
+    before data files; a thread here takes replies off the pipe as they
+    come, so the process never waits for this one to ask."""
+
+    def __init__(self) -> None:
+        pkg_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        # No preexec_fn (unsafe in a process with threads): the worker sets
+        # its own parent-death signal and niceness.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.deltalog", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
+        )
+        try:  # a whole reply fits in the pipe: one read takes it
+            import fcntl
+
+            assert self.proc.stdout is not None
+            fcntl.fcntl(self.proc.stdout.fileno(), _F_SETPIPE_SZ, 1 << 20)
+        except (OSError, ImportError, AssertionError):
+            pass
+        self.lock = threading.Lock()
+        self.outstanding: dict[int, _WorkerTask] = {}
+        self.seq = 0
+        self.alive = True
+        threading.Thread(target=self._replies, name="deltalog-reader", daemon=True).start()
+
+    @property
+    def load(self) -> int:
+        return len(self.outstanding)
+
+    def submit(self, fn: str, root: str, items: list[Any]) -> _WorkerTask:
+        task = _WorkerTask()
+        with self.lock:
+            if self.alive:
+                self.seq += 1
+                data = pickle.dumps((self.seq, fn, root, items), protocol=pickle.HIGHEST_PROTOCOL)
+                try:
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.write(len(data).to_bytes(8, "little") + data)
+                    self.proc.stdin.flush()
+                    self.outstanding[self.seq] = task
+                    return task
+                except (OSError, ValueError, AssertionError):
+                    self.alive = False
+        task.done.set()  # failed: the caller does it the ordinary way
+        return task
+
+    def _replies(self) -> None:
+        out = self.proc.stdout
+        try:
+            while True:
+                assert out is not None
+                head = out.read(8)
+                if len(head) < 8:
+                    break
+                n = int.from_bytes(head, "little")
+                body = out.read(n)
+                if len(body) < n:
+                    break
+                tid, value = pickle.loads(body)
+                with self.lock:
+                    task = self.outstanding.pop(tid, None)
+                if task is not None:
+                    task.value = None if task.abandoned else value
+                    task.done.set()
+        except Exception:  # noqa: BLE001 - the pipe broke: the worker is gone
+            pass
+        with self.lock:  # every task still waiting fails; nothing new is accepted
+            self.alive = False
+            left, self.outstanding = list(self.outstanding.values()), {}
+        for task in left:
+            task.value = None
+            task.done.set()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.alive = False
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()  # EOF: it exits
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=2)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+            self.proc.wait()
+
+
+class _ReadPool:
+    """Reader processes, started on first use, stopped at exit. Not
+    multiprocessing: its spawned children re-run the parent's __main__
+    script, and a forked child of a process running Arrow threads is unsafe."""
+
+    def __init__(self, n: int) -> None:
+        self.workers = [_Worker() for _ in range(n)]
+
+    def submit(self, fn: str, root: str, items: list[Any]) -> _WorkerTask:
+        with _pool_lock:
+            live = [w for w in self.workers if w.alive]
+            if not live:
+                raise RuntimeError("no reader process left")
+            return min(live, key=lambda w: w.load).submit(fn, root, items)
+
+    def stop(self) -> None:
+        with _pool_lock:
+            for w in self.workers:
+                w.stop()
+
+
+_pool_lock = threading.RLock()
+_read_pool_instance: _ReadPool | None = None
+
+
+def _process_pool() -> _ReadPool:
+    global _read_pool_instance
+    with _pool_lock:
+        if _read_pool_instance is None:
+            _read_pool_instance = _ReadPool(_PARALLEL_WORKERS)
+            atexit.register(_read_pool_instance.stop)
+        return _read_pool_instance
+
+
+def _discard_process_pool(pool: Any) -> None:
+    global _read_pool_instance
+    with _pool_lock:
+        if _read_pool_instance is pool:
+            _read_pool_instance = None
+    try:
+        pool.stop()
+    except Exception:  # noqa: BLE001 - a broken pool is being dropped anyway
+        pass
+
+
+def _worker_main(parent: int) -> None:
+    """A reader process: serve requests from stdin until it closes, JSON
+    reads before data files, oldest first within each."""
+    try:  # the harness leaves no orphans, even when it is killed
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        return  # the parent died before that took effect
+    try:  # a helper: the thread that parses and checks goes first
+        os.nice(_WORKER_NICE)
+    except OSError:
+        pass
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    requests: queue.PriorityQueue = queue.PriorityQueue()
+    end = (-1, 0, None)  # stdin closed: nobody wants what is still queued
+
+    def drain() -> None:  # keep stdin empty, so the parent's writes never block
+        try:
+            while True:
+                head = inp.read(8)
+                if len(head) < 8:
+                    break
+                tid, fn, root, items = pickle.loads(inp.read(int.from_bytes(head, "little")))
+                requests.put((_PRIORITY.get(fn, 1), tid, (fn, root, items)))
+        except Exception:  # noqa: BLE001 - a broken request stream ends the worker
+            pass
+        requests.put(end)
+
+    threading.Thread(target=drain, daemon=True).start()
+    funcs: dict[str, Callable[[str, Any], Any]] = {"commits": _pool_read_commits, "parquet": _pool_read_parquet}
+    while True:
+        _, tid, req = requests.get()
+        if req is None:
+            return
+        try:
+            fn, root, items = req
+            data = pickle.dumps((tid, funcs[fn](root, items)), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # noqa: BLE001 - the parent does the batch itself
+            data = pickle.dumps((tid, None), protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(len(data).to_bytes(8, "little") + data)
+        out.flush()
+
+
+def _local_file(root: str, path: str) -> str | None:
+    """The local file an add path names (relative URI), or None for an
+    absolute URI, which the worker leaves to the ordinary path."""
+    return None if _SCHEME_RE.match(path) else os.path.join(root, unquote(path))
+
+
+class _Parsed:
+    """A commit a worker process read, parsed and validated (what
+    parse_commit_bytes and _check_actions give; only valid commits)."""
+
+    __slots__ = ("actions", "problems")
+
+    def __init__(self, actions: list[dict], problems: list[LogProblem]) -> None:
+        self.actions = actions
+        self.problems = problems
+
+    def __reduce__(self) -> tuple:
+        return (_Parsed, (self.actions, self.problems))
+
+
+def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed | None]:
+    out: list[_Parsed | None] = []
+    for version, rel in items:
+        try:
+            with open(os.path.join(root, rel), "rb") as fh:
+                actions = parse_commit_bytes(fh.read())
+            err, problems = _check_actions(version, actions)
+            out.append(None if err else _Parsed(actions, problems))
+        except Exception:  # noqa: BLE001 - the parent reads it again and reports
+            out.append(None)
+    return out
+
+
+def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int, int] | None], list[bytes]]:
+    """Decode data files; entry i is (payload, offset, rows) or None. Files
+    with the same schema (metadata included) share one IPC payload."""
+    entries: list[tuple[int, int, int] | None] = []
+    groups: list[list[pa.Table]] = []
+    offset = 0
+    for path in paths:
+        try:
+            name = _local_file(root, path)
+            if name is None:
+                raise ValueError("not a local path")
+            with open(name, "rb") as fh:
+                table = _read_parquet(fh.read())
+        except Exception:  # noqa: BLE001 - the parent retries it and reports
+            entries.append(None)
+            continue
+        n = table.num_rows
+        if groups and groups[-1][0].schema.equals(table.schema, check_metadata=True):
+            groups[-1].append(table)
+        else:
+            groups.append([table])
+            offset = 0
+        entries.append((len(groups) - 1, offset, n))
+        offset += n
+    payloads: list[bytes] = []
+    for gi, group in enumerate(groups):
+        try:
+            # One contiguous batch: per-file record batches would cost more
+            # to frame than the files cost to decode.
+            table = pa.concat_tables(group).combine_chunks() if len(group) > 1 else group[0]
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            payloads.append(sink.getvalue().to_pybytes())
+        except Exception:  # noqa: BLE001 - e.g. a type IPC cannot carry: the parent reads these
+            payloads.append(b"")
+            entries = [None if e is not None and e[0] == gi else e for e in entries]
+    return entries, payloads
+
+
+def _unpack_parquet(result: tuple[list, list[bytes]], n: int) -> list[pa.Table | None]:
+    entries, payloads = result
+    tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() if p else None for p in payloads]
+    out: list[pa.Table | None] = []
+    for e in entries:
+        if e is None or tables[e[0]] is None:
+            out.append(None)
+        else:
+            out.append(tables[e[0]].slice(e[1], e[2]))
+    if len(out) != n:
+        raise ValueError("worker returned a wrong number of files")
+    return out
+
+
+class _BatchStream:
+    """`fn` ("commits" or "parquet") over a list of files in batches of
+    _PARALLEL_BATCH, done by the worker processes in order, at most `window`
+    batches ahead of the consumer. Files may be appended while it runs (the
+    log is still being parsed); finish() says there are no more."""
+
+    def __init__(self, fn: str, root: str, window: int) -> None:
+        self.fn, self.root, self.window = fn, root, window
+        self.items: list[Any] = []
+        self.complete = False
+        self.submitted = 0
+        self.tasks: deque[tuple[int, int, _WorkerTask | None]] = deque()
+        self.pool: _ReadPool | None
+        try:
+            self.pool = _process_pool()
+        except Exception:  # noqa: BLE001 - no processes here: the ordinary path does it all
+            self.pool = None
+
+    def extend(self, items: Iterable[Any]) -> None:
+        self.items.extend(items)
+        self._submit()
+
+    def finish(self) -> None:
+        self.complete = True
+        self._submit()
+
+    def _submit(self) -> None:
+        while len(self.tasks) < self.window:
+            avail = len(self.items) - self.submitted
+            if avail <= 0 or (avail < _PARALLEL_BATCH and not self.complete):
+                return
+            start, n = self.submitted, min(_PARALLEL_BATCH, avail)
+            task = None
+            if self.pool is not None:
+                try:
+                    task = self.pool.submit(self.fn, self.root, self.items[start : start + n])
+                except Exception:  # noqa: BLE001 - a broken pool: the rest goes the ordinary way
+                    _discard_process_pool(self.pool)
+                    self.pool = None
+            self.tasks.append((start, n, task))
+            self.submitted += n
+
+    def next(self) -> tuple[int, int, Any] | None:
+        """(first item, items, the worker's reply or None) of the next batch;
+        None when every batch has been taken."""
+        self._submit()
+        if not self.tasks:
+            return None
+        start, n, task = self.tasks.popleft()
+        result = task.result() if task is not None else None
+        self._submit()
+        return start, n, result
+
+    def close(self) -> None:
+        for _, _, task in self.tasks:
+            if task is not None:
+                task.cancel()
+        self.tasks.clear()
+        self.complete, self.items = True, self.items[: self.submitted]

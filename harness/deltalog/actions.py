@@ -1,0 +1,251 @@
+"""A commit's actions: the JSON-lines parser, the checks that decide whether a
+commit can be trusted, the :class:`Commit` view of its actions, and
+:class:`LogProblem`, the record of anything wrong with the log itself."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LogProblem:
+    """Something wrong with the log itself, found while reading it."""
+
+    # "gap" | "missing-commit" | "unparseable" | "unreadable" | "empty-log"
+    # | "multiple-metadata" | "multiple-protocol" | "duplicate-file-action"
+    # | "checkpoint-unreadable" | "checkpoint-mismatch" | "last-checkpoint"
+    # | "data-file-missing" (the store has no such file: evidence of lost data)
+    # | "data-file-unreadable" (read, but not decodable: no evidence either way)
+    # | "deletion-vector-unreadable" (a DV that cannot
+    # be read, decoded or does not fit its file: its add's rows are then
+    # reported as none, as for an unreadable data file) | "partition-value"
+    # | "duplicate-version" (from_commits only)
+    kind: str
+    version: int | None
+    detail: str  # one line a human can read
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "version": self.version, "detail": self.detail}
+
+
+def _int(x: Any) -> int | None:
+    # bool is an int in Python; a boolean readVersion is garbage, not 1.
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+@dataclass
+class Commit:
+    """One JSON commit: the actions of ``<version>.json`` in file order."""
+
+    version: int
+    actions: list[dict] = field(default_factory=list)
+
+    def _inner(self, kind: str) -> list[dict]:
+        # Every property below reads this, several times per commit and
+        # checker (a million calls at 100k commits): the actions are grouped
+        # by kind once. A Commit's actions are not changed once read; the
+        # cache also notices a different or resized list. Each call gets its
+        # own list, as before.
+        actions = self.actions
+        cache = self.__dict__.get("_by_kind")
+        if cache is None or cache[0] is not actions or cache[1] != len(actions):
+            by_kind: dict[str, list[dict]] = {}
+            for a in actions:
+                if type(a) is not dict:  # not a valid action: the plain way, uncached
+                    return [x[kind] for x in actions if kind in x]
+                for k, v in a.items():
+                    if k in by_kind:
+                        by_kind[k].append(v)
+                    else:
+                        by_kind[k] = [v]
+            cache = (actions, len(actions), by_kind)
+            self.__dict__["_by_kind"] = cache
+        found = cache[2].get(kind)
+        return list(found) if found else []
+
+    @property
+    def commit_info(self) -> dict | None:
+        infos = self._inner("commitInfo")
+        return infos[0] if infos else None
+
+    @property
+    def adds(self) -> list[dict]:
+        return self._inner("add")
+
+    @property
+    def removes(self) -> list[dict]:
+        return self._inner("remove")
+
+    @property
+    def metadata(self) -> dict | None:
+        # Several metaData in one commit is a protocol violation (recorded as
+        # a problem); the last one is what a replaying reader ends up with.
+        m = self._inner("metaData")
+        return m[-1] if m else None
+
+    @property
+    def protocol(self) -> dict | None:
+        p = self._inner("protocol")
+        return p[-1] if p else None
+
+    @property
+    def txns(self) -> list[dict]:
+        return self._inner("txn")
+
+    def _info(self, key: str) -> Any:
+        info = self.commit_info
+        return info.get(key) if info else None
+
+    @property
+    def timestamp(self) -> int | None:
+        return _int(self._info("timestamp"))
+
+    @property
+    def operation(self) -> str | None:
+        op = self._info("operation")
+        return op if isinstance(op, str) else None
+
+    @property
+    def operation_parameters(self) -> dict:
+        p = self._info("operationParameters")
+        return p if isinstance(p, dict) else {}
+
+    @property
+    def read_version(self) -> int | None:
+        return _int(self._info("readVersion"))
+
+    @property
+    def isolation_level(self) -> str | None:
+        lvl = self._info("isolationLevel")
+        return lvl if isinstance(lvl, str) else None
+
+    @property
+    def is_blind_append(self) -> bool | None:
+        b = self._info("isBlindAppend")
+        return b if isinstance(b, bool) else None
+
+
+def _dv_id(action: dict) -> str | None:
+    # Delta reconciles file actions on (path, deletion-vector id): a DV update
+    # is remove(path, oldDV) + add(path, newDV) in one commit, in any order.
+    dv = action.get("deletionVector")
+    if not isinstance(dv, dict):
+        return None
+    off = dv.get("offset")
+    return f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}" + (f"@{off}" if off is not None else "")
+
+
+def _file_key(action: dict) -> tuple[str, str | None]:
+    return (action["path"], _dv_id(action))
+
+
+def _dv_key(action: dict) -> tuple[str, str]:
+    # add_rows' cache key; a deletionVector that is no object gets one too.
+    return (action["path"], _dv_id(action) or f"invalid:{action.get('deletionVector')!r}")
+
+
+def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[LogProblem]]:
+    """Validate one commit's actions.
+
+    Returns (fatal error, problems): a fatal error means the commit cannot be
+    trusted at all (half-applying a commit would invent a state no reader
+    ever saw); problems are protocol violations worth reporting whose commit
+    is still usable.
+    """
+    if not isinstance(actions, list):
+        return f"actions are a {type(actions).__name__}, not a list", []
+    problems: list[LogProblem] = []
+    n_meta = n_proto = 0
+    seen: dict[tuple[str, str | None], int] = {}
+    for i, a in enumerate(actions):
+        if not isinstance(a, dict) or len(a) != 1:
+            return f"action {i} is not a one-key object: {str(a)[:120]}", []
+        ((kind, inner),) = a.items()
+        if not isinstance(inner, dict):
+            return f"action {i} ({kind}) is not an object", []
+        if kind in ("add", "remove"):
+            if not isinstance(inner.get("path"), str):
+                return f"action {i} ({kind}) has no string path", []
+            pv = inner.get("partitionValues")
+            if pv is not None and not isinstance(pv, dict):
+                return f"action {i} ({kind}) has non-object partitionValues", []
+            key = _file_key(inner)
+            seen[key] = seen.get(key, 0) + 1
+        elif kind == "metaData":
+            n_meta += 1
+        elif kind == "protocol":
+            n_proto += 1
+    if n_meta > 1:
+        problems.append(LogProblem("multiple-metadata", version, f"{n_meta} metaData actions in one commit"))
+    if n_proto > 1:
+        problems.append(LogProblem("multiple-protocol", version, f"{n_proto} protocol actions in one commit"))
+    dups = [k for k, n in seen.items() if n > 1]
+    if dups:
+        problems.append(
+            LogProblem(
+                "duplicate-file-action",
+                version,
+                f"{len(dups)} file(s) with more than one add/remove in one commit, e.g. {dups[0][0]}",
+            )
+        )
+    return None, problems
+
+
+_JSON_WS = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # not in typeshed
+_raw_decode = json.decoder.JSONDecoder().raw_decode
+_BYTES_WS = " \t\n\r\x0b\x0c"  # what bytes.strip() strips
+
+
+def parse_commit_bytes(data: bytes) -> list[dict]:
+    """Parse newline-delimited JSON actions; raises ValueError when malformed.
+
+    Splits on b"\\n" only: str.splitlines would also split on U+2028 etc.,
+    which serde_json (delta-rs) writes unescaped inside strings.
+    """
+    actions = _parse_utf8_lines(data)
+    return actions if actions is not None else _parse_lines(data)
+
+
+def _parse_utf8_lines(data: bytes) -> list[dict] | None:
+    """The fast path of parse_commit_bytes (a commit is parsed 100k times in
+    a long run): decode once, then one raw_decode per line. It gives exactly
+    what json.loads per line gives, or None (then the line-by-line path
+    decides, with its error messages): json.loads(bytes) picks the encoding
+    per line and treats a BOM or NUL bytes specially, so any of those, or
+    anything that fails, goes the slow way."""
+    if b"\x00" in data:
+        return None
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    if "\ufeff" in text:
+        return None
+    actions = []
+    try:
+        for line in text.split("\n"):
+            if not line.strip(_BYTES_WS):
+                continue
+            obj, end = _raw_decode(line, _JSON_WS(line, 0).end())
+            if _JSON_WS(line, end).end() != len(line):
+                return None
+            actions.append(obj)
+    except (ValueError, RecursionError):
+        return None
+    return actions or None
+
+
+def _parse_lines(data: bytes) -> list[dict]:
+    actions = []
+    for i, line in enumerate(data.split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            actions.append(json.loads(line))
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"line {i + 1}: {e}") from None
+    if not actions:
+        raise ValueError("empty commit file")
+    return actions

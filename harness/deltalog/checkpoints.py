@@ -1,0 +1,185 @@
+"""Checkpoints: the parquet and JSON files (classic, multi-part, v2 with
+sidecars) a reader may start from instead of replaying every commit; read in
+full or, to compare them with the JSON replay, for just their file paths,
+metaData and protocol; and the gaps in the commits that they do or do not
+cover."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
+from harness.deltalog.names import _SCHEME_RE, LOG_DIR
+from harness.deltalog.store import _Store
+
+_CHECKPOINT_ACTIONS = (
+    "add", "remove", "metaData", "protocol", "txn", "domainMetadata",
+    "sidecar", "checkpointMetadata",
+)  # fmt: skip
+
+
+@dataclass
+class _Checkpoint:
+    version: int
+    files: list[str]  # names inside _delta_log, in part order
+    kind: str  # "classic" | "multipart" | "v2" | "memory"
+    actions: list[dict] | None = None
+    failed: str | None = None  # why it could not be read, once tried
+    source: list[dict] | None = None  # the actions of an in-memory checkpoint
+
+
+class _NeedFullRead(Exception):
+    """A checkpoint the column-only read cannot summarize (v2 sidecars)."""
+
+
+def _table_actions(table: pa.Table) -> list[dict]:
+    cols = [c for c in _CHECKPOINT_ACTIONS if c in table.column_names]
+    rows = table.select(cols).to_pylist(maps_as_pydicts="strict")
+    actions = []
+    for row in rows:
+        for kind in cols:
+            inner = row[kind]
+            if inner is not None:
+                # Parquet gives every absent optional field as None; JSON
+                # commits omit them. Drop them so both look alike.
+                actions.append({kind: {k: v for k, v in inner.items() if v is not None}})
+    return actions
+
+
+def _read_checkpoint(ck: _Checkpoint, store: _Store | None) -> list[dict]:
+    if ck.source is not None:
+        return list(ck.source)
+    if store is None:
+        raise ValueError("log has no storage location")
+    actions: list[dict] = []
+    for name in ck.files:
+        data = store.read_rel(f"{LOG_DIR}/{name}")
+        if name.endswith(".json"):
+            actions.extend(parse_commit_bytes(data))
+        else:
+            actions.extend(_table_actions(pq.read_table(pa.BufferReader(data))))
+    # v2 checkpoints keep file actions in sidecars under _delta_log/_sidecars.
+    for a in [a for a in actions if "sidecar" in a]:
+        path = a["sidecar"].get("path", "")
+        data = (
+            store.read_path(path) if _SCHEME_RE.match(path) else store.read_rel(f"{LOG_DIR}/_sidecars/{unquote(path)}")
+        )
+        actions.extend(_table_actions(pq.read_table(pa.BufferReader(data))))
+    return actions
+
+
+def _load_checkpoint(ck: _Checkpoint, store: _Store | None) -> list[dict] | LogProblem:
+    """Read a checkpoint into ck.actions and return them; or, when it cannot
+    be read or its actions cannot be trusted, set ck.failed and return the
+    problem."""
+    try:
+        actions = _read_checkpoint(ck, store)
+    except Exception as e:  # noqa: BLE001 - any failure is evidence
+        ck.failed = f"{type(e).__name__}: {e}"
+        return LogProblem(
+            "checkpoint-unreadable",
+            ck.version,
+            f"{ck.kind} checkpoint {ck.files}: {ck.failed}"[:500],
+        )
+    err, _problems = _check_actions(ck.version, actions)
+    if err:
+        ck.failed = err
+        return LogProblem("checkpoint-unreadable", ck.version, f"{ck.kind} checkpoint: {err}")
+    ck.actions = actions
+    # Its other problems repeat what the JSON commits said.
+    return actions
+
+
+def _column_summary(ck: _Checkpoint, store: _Store | None) -> tuple[set[str], list[dict]] | None:
+    """A classic parquet checkpoint's file paths and its metaData/protocol
+    actions, read for just those columns (turning every add into a dict made
+    checking all checkpoints cost as much as the rest of log-sanity). None
+    when this read does not apply or fails: then the full reader decides."""
+    if not (
+        ck.actions is None
+        and ck.source is None
+        and ck.kind in ("classic", "multipart")
+        and store is not None
+        and all(n.endswith(".parquet") for n in ck.files)
+    ):
+        return None
+    try:
+        paths: set[str] = set()
+        actions: list[dict] = []
+        for name in ck.files:
+            f = pq.ParquetFile(pa.BufferReader(store.read_rel(f"{LOG_DIR}/{name}")))
+            cols = [c for c in ("add", "metaData", "protocol", "sidecar") if c in f.schema_arrow.names]
+            t = f.read(columns=cols)
+            if "sidecar" in cols and t["sidecar"].null_count < len(t):
+                raise _NeedFullRead()
+            if "add" in cols:
+                paths.update(p for p in pc.struct_field(t["add"], "path").to_pylist() if p is not None)
+            for kind in ("metaData", "protocol"):
+                if kind in cols:
+                    col = t[kind].filter(t[kind].is_valid())
+                    actions += _table_actions(pa.table({kind: col}))
+        return paths, actions
+    except Exception:  # noqa: BLE001 - _NeedFullRead, or a failure the full reader records
+        return None
+
+
+def _gap_problems(present: set[int], checkpoints: dict[int, _Checkpoint]) -> list[LogProblem]:
+    """The versions without a commit file (`present`: those with one,
+    readable or not): a "gap" where no checkpoint covers them, so the table
+    state from there on is unknown; a "missing-commit" where one does; none
+    for the prefix log cleanup removes."""
+    problems: list[LogProblem] = []
+    tops = [*present, *checkpoints]
+    if not tops:
+        problems.append(LogProblem("empty-log", None, "no commits and no checkpoints"))
+        return problems
+    top = max(tops)
+    # Not yet loaded counts as covering; known-unreadable does not.
+    max_ckpt = max((c for c, ck in checkpoints.items() if ck.failed is None), default=-1)
+    first_present = min(present, default=top + 1)
+    runs: list[list[int]] = []
+    for v in range(top + 1):
+        if v in present:
+            continue
+        if runs and runs[-1][1] == v - 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    for lo, hi in runs:
+        span = f"version {lo}" if lo == hi else f"versions {lo}..{hi}"
+        if hi <= max_ckpt:
+            if lo < first_present:
+                continue  # log cleanup removes a prefix; the checkpoint covers it
+            problems.append(
+                LogProblem(
+                    "missing-commit",
+                    lo,
+                    f"{span}: no commit file after earlier ones exist;"
+                    f" checkpoint {max_ckpt} still covers the table state",
+                )
+            )
+        else:
+            problems.append(
+                LogProblem(
+                    "gap",
+                    lo,
+                    f"{span}: no commit file and no checkpoint at or after it; the table state from here on is unknown",
+                )
+            )
+    return problems
+
+
+def _same_action(a: dict, b: dict) -> bool:
+    # Checkpoints drop nulls and JSON may spell them out; compare without them.
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if v is not None}
+        return x
+
+    return clean(a) == clean(b)

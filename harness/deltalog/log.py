@@ -1,0 +1,483 @@
+"""The :class:`TransactionLog`: a table's parsed log (commits, checkpoints,
+problems), its replay to the live files and metadata at any version, and
+lazy access to the rows, with deletion vectors applied."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from harness.deltalog.actions import Commit, LogProblem, _check_actions, _dv_key, _file_key
+from harness.deltalog.checkpoints import (
+    _Checkpoint,
+    _column_summary,
+    _gap_problems,
+    _load_checkpoint,
+    _same_action,
+)
+from harness.deltalog.datafiles import _DataFiles, _logical
+from harness.deltalog.dv import DeletionVectorError, _without_positions, dv_positions
+from harness.deltalog.schema import _conform, _Schema, _schema_of
+from harness.deltalog.store import _S3_WORKERS, _Store
+
+
+class TransactionLog:
+    """A parsed ``_delta_log`` plus lazy access to the table's rows.
+
+    Build one with :func:`read_log` or :meth:`from_commits`.
+    """
+
+    def __init__(self) -> None:
+        self.commits: dict[int, Commit] = {}
+        self.problems: list[LogProblem] = []
+        self.location: str | None = None
+        self.last_checkpoint: dict | None = None
+        # Log entries that are neither commits, checkpoints nor the usual
+        # side files, e.g. delta-rs' leftover "_commit_<uuid>.json.tmp" after
+        # a crash mid-commit: evidence for a checker, never applied.
+        self.ignored_files: list[str] = []
+        # Other tables a workload writes besides this one, by their path
+        # relative to this table's root (e.g. "races/r3" of create-race);
+        # filled in by harness.checking from the workload's related_tables.
+        self.related: dict[str, TransactionLog] = {}
+        self._unreadable: set[int] = set()  # a commit file exists but is broken
+        self._checkpoints: dict[int, _Checkpoint] = {}
+        # The store (read_log sets it; checkpoints are read from it too), and
+        # the data files read from it, cached and read ahead.
+        self._files = _DataFiles(self._adds_in_order)
+        # Deletion vectors: add_rows' results by (path, DV id), and the
+        # version that first added each (path, DV) (for problems).
+        self._dv_rows: dict[tuple[str, str], pa.Table] = {}
+        self._dv_versions: dict[tuple[str, str], int] = {}
+        self._schema_cache: dict[int, tuple[dict | None, _Schema | None]] = {}
+        self._versions: list[int] = []
+        self._add_index: dict[str, tuple[int, dict]] = {}
+        self._meta_versions: list[int] = []
+        self._proto_versions: list[int] = []
+        self._first_hole = 0
+        self._live_cache: dict[int, tuple[int, dict[tuple[str, str | None], dict]]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"TransactionLog({self.location!r}, versions={len(self._versions)},"
+            f" latest={self.latest_version}, checkpoints={self.checkpoint_versions},"
+            f" problems={len(self.problems)})"
+        )
+
+    # ---- building
+
+    def _add_commit(self, version: int, actions: Any, checked: list[LogProblem] | None = None) -> None:
+        if version in self.commits or version in self._unreadable:
+            self.problems.append(LogProblem("duplicate-version", version, "more than one commit for this version"))
+            return
+        # `checked`: _check_actions already found no error, these problems.
+        err, problems = (None, checked) if checked is not None else _check_actions(version, actions)
+        if err:
+            self._unreadable.add(version)
+            self.problems.append(LogProblem("unparseable", version, err))
+            return
+        self.commits[version] = Commit(version, actions)
+        self.problems.extend(problems)
+
+    def _finish(self) -> None:
+        self._versions = sorted(self.commits)
+        for v in self._versions:
+            c = self.commits[v]
+            for a in c.adds:
+                self._add_index[a["path"]] = (v, a)
+                self._note_dv(v, a)
+            if c.metadata is not None:
+                self._meta_versions.append(v)
+            if c.protocol is not None:
+                self._proto_versions.append(v)
+        v = 0
+        while v in self.commits:
+            v += 1
+        self._first_hole = v
+        # A checkpoint standing in for missing commits is load-bearing: read
+        # it now, so its problems are in `problems` before anyone looks and
+        # an unreadable one does not count as covering a gap.
+        if self._checkpoints and self._first_hole <= max(self._checkpoints):
+            self._base_for(max(self._checkpoints))
+        self.problems.extend(_gap_problems(set(self.commits) | self._unreadable, self._checkpoints))
+        self.problems.sort(key=lambda p: -1 if p.version is None else p.version)
+
+    def _note_dv(self, version: int, add: dict) -> None:
+        if add.get("deletionVector") is not None:
+            self._dv_versions.setdefault(_dv_key(add), version)
+
+    @classmethod
+    def from_commits(
+        cls,
+        commits: Iterable[Commit] | Iterable[list[dict]],
+        file_tables: dict[str, pa.Table] | None = None,
+        *,
+        checkpoints: dict[int, list[dict]] | None = None,
+    ) -> TransactionLog:
+        """A log built in memory, for synthetic tests.
+
+        A ``list[dict]`` item is the actions of version = its position; a
+        Commit keeps its own version. ``file_rows(path)`` returns
+        ``file_tables[path]`` (plus partition columns it lacks).
+        ``checkpoints`` maps a version to a checkpoint's actions.
+        """
+        log = cls()
+        for pos, item in enumerate(commits):
+            if isinstance(item, Commit):
+                log._add_commit(item.version, item.actions)
+            else:
+                log._add_commit(pos, list(item) if isinstance(item, (list, tuple)) else item)
+        for v, actions in (checkpoints or {}).items():
+            log._checkpoints[v] = _Checkpoint(v, [], "memory", source=list(actions))
+        log._files.tables = dict(file_tables or {})
+        log._finish()
+        return log
+
+    def _adds_in_order(self) -> Iterator[dict]:
+        """Every add action of the JSON commits, in log order."""
+        for v in self._versions:
+            yield from self.commits[v].adds
+
+    @property
+    def _store(self) -> _Store | None:
+        return self._files.store
+
+    @property
+    def versions(self) -> list[int]:
+        return list(self._versions)
+
+    @property
+    def latest_version(self) -> int | None:
+        """The newest version whose state is known: the newest readable commit
+        or checkpoint. A broken newest commit file is a problem, not a version."""
+        tops = [*self._versions[-1:], *self._good_checkpoints()]
+        return max(tops) if tops else None
+
+    def _good_checkpoints(self) -> list[int]:
+        return sorted(c for c, ck in self._checkpoints.items() if ck.failed is None)
+
+    @property
+    def checkpoint_versions(self) -> list[int]:
+        """Versions with a complete checkpoint (all parts present). Whether it
+        parses is learnt when it is first needed; known-unreadable ones are
+        left out (and are in problems)."""
+        return self._good_checkpoints()
+
+    def commit(self, version: int) -> Commit:
+        """The parsed commit; KeyError when missing or unparseable."""
+        try:
+            return self.commits[version]
+        except KeyError:
+            why = "unparseable" if version in self._unreadable else "missing"
+            raise KeyError(f"commit {version} is {why}") from None
+
+    def is_reconstructible(self, version: int) -> bool:
+        """True when the state at `version` follows from readable log entries
+        alone: JSON commits 0..version, or a readable checkpoint c <= version
+        plus JSON commits c+1..version. Otherwise live_files is a best effort."""
+        if version < self._first_hole:
+            return True
+        base = self._base_for(version)
+        if base < 0:
+            return False
+        lo = bisect.bisect_right(self._versions, base)
+        hi = bisect.bisect_right(self._versions, version)
+        return hi - lo == version - base
+
+    # ---- replay
+
+    def _check_version(self, version: int) -> None:
+        latest = self.latest_version
+        if latest is None or version > latest:
+            raise KeyError(f"version {version} is past the end of the log (latest {latest})")
+
+    def _base_for(self, version: int) -> int:
+        """Where to start replay for `version`: -1 (empty table, JSON from 0)
+        or a checkpoint. JSON is preferred whenever it is complete, because it
+        is the primary record; a checkpoint is a derived summary (spec C4)."""
+        if version < self._first_hole:
+            return -1
+        for c in sorted((c for c in self._checkpoints if c <= version), reverse=True):
+            if self._checkpoint_actions(c) is not None:
+                return c
+        return -1
+
+    def _checkpoint_state(self, version: int) -> dict[tuple[str, str | None], dict]:
+        # Only adds are live; a checkpoint's removes are tombstones kept for
+        # VACUUM, already subtracted.
+        actions = self._checkpoint_actions(version) or []
+        return {_file_key(a["add"]): a["add"] for a in actions if "add" in a}
+
+    @staticmethod
+    def _apply(state: dict[tuple[str, str | None], dict], commit: Commit) -> None:
+        for a in commit.actions:
+            if "add" in a:
+                state[_file_key(a["add"])] = a["add"]
+            elif "remove" in a:
+                state.pop(_file_key(a["remove"]), None)
+
+    def live_files(self, version: int) -> dict[str, dict]:
+        """path -> add action of every file live at `version` (spec C4).
+
+        Replays JSON from 0 when every commit up to `version` is readable,
+        else starts from the newest readable checkpoint <= version. Missing
+        or unparseable commits are skipped (they are in `problems`); see
+        is_reconstructible. Versions < 0 are the empty table before creation.
+        Consecutive calls with growing versions roll forward from a cache.
+        """
+        if version < 0:
+            return {}
+        self._check_version(version)
+        base = self._base_for(version)
+        cached = self._live_cache.get(base)
+        if cached is not None and cached[0] <= version:
+            start, state = cached[0], dict(cached[1])
+        else:
+            start = base
+            state = self._checkpoint_state(base) if base >= 0 else {}
+        lo = bisect.bisect_right(self._versions, start)
+        hi = bisect.bisect_right(self._versions, version)
+        for v in self._versions[lo:hi]:
+            self._apply(state, self.commits[v])
+        self._live_cache[base] = (version, state)
+        return {key[0]: add for key, add in state.items()}
+
+    def replay(self) -> Iterator[tuple[int, Commit, list[dict], list[dict]]]:
+        """(version, commit, adds, removes) for every readable commit in
+        version order; adds/removes are that commit's own inner action dicts.
+        One pass: a checker keeping its own state applies them as it goes."""
+        for v in self._versions:
+            c = self.commits[v]
+            yield v, c, c.adds, c.removes
+
+    def _at(self, version: int, json_versions: list[int], kind: str) -> dict | None:
+        if version < 0:
+            return None
+        i = bisect.bisect_right(json_versions, version) - 1
+        jv = json_versions[i] if i >= 0 else None
+        if version >= self._first_hole:
+            base = self._base_for(version)
+            if base >= 0 and (jv is None or jv < base):
+                found = [a[kind] for a in self._checkpoint_actions(base) or [] if kind in a]
+                if found:
+                    return found[-1]
+        if jv is None:
+            return None
+        return self.commits[jv].metadata if kind == "metaData" else self.commits[jv].protocol
+
+    def metadata_at(self, version: int) -> dict | None:
+        """The newest metaData at or before `version`."""
+        return self._at(version, self._meta_versions, "metaData")
+
+    def configuration_at(self, version: int) -> dict[str, str]:
+        md = self.metadata_at(version)
+        conf = md.get("configuration") if md else None
+        return dict(conf) if isinstance(conf, dict) else {}
+
+    def protocol_at(self, version: int) -> dict | None:
+        return self._at(version, self._proto_versions, "protocol")
+
+    # ---- checkpoints
+
+    def _checkpoint_actions(self, version: int) -> list[dict] | None:
+        ck = self._checkpoints.get(version)
+        if ck is None or ck.failed is not None:
+            return None
+        if ck.actions is None:
+            loaded = _load_checkpoint(ck, self._store)
+            if isinstance(loaded, LogProblem):
+                self.problems.append(loaded)
+                return None
+            for a in loaded:
+                if "add" in a:
+                    self._add_index.setdefault(a["add"]["path"], (ck.version, a["add"]))
+                    self._note_dv(ck.version, a["add"])
+        return ck.actions
+
+    def check_checkpoints(self) -> list[LogProblem]:
+        """Compare every checkpoint with the JSON replay at its version, where
+        JSON is complete; a mismatch means a reader that trusts the checkpoint
+        sees another table than one that replays JSON (spec C4, C7). Returns
+        the new problems and also appends them to `problems`."""
+        new: list[LogProblem] = []
+        for c in sorted(self._checkpoints):
+            if c >= self._first_hole:
+                break
+            summary = self._checkpoint_summary(c)
+            if summary is None:
+                continue
+            ck_files, actions = summary
+            json_files = set(self.live_files(c))
+            if json_files != ck_files:
+                extra, lost = sorted(ck_files - json_files), sorted(json_files - ck_files)
+                new.append(
+                    LogProblem(
+                        "checkpoint-mismatch",
+                        c,
+                        f"checkpoint has {len(extra)} file(s) JSON does not"
+                        f" {extra[:3]} and lacks {len(lost)} {lost[:3]}",
+                    )
+                )
+            for kind, json_value in (
+                ("metaData", self._at_json(c, self._meta_versions, "metaData")),
+                ("protocol", self._at_json(c, self._proto_versions, "protocol")),
+            ):
+                found = [a[kind] for a in actions if kind in a]
+                if found and json_value is not None and not _same_action(found[-1], json_value):
+                    new.append(LogProblem("checkpoint-mismatch", c, f"{kind} differs from JSON"))
+        self.problems.extend(new)
+        return new
+
+    def _checkpoint_summary(self, version: int) -> tuple[set[str], list[dict]] | None:
+        """A checkpoint's file paths and its metaData/protocol actions: read
+        for just those columns where that is possible (_column_summary),
+        else by the full reader."""
+        ck = self._checkpoints.get(version)
+        if ck is None or ck.failed is not None:
+            return None
+        summary = _column_summary(ck, self._store)
+        if summary is not None:
+            return summary
+        actions = self._checkpoint_actions(version)
+        if actions is None:
+            return None
+        return {a["add"]["path"] for a in actions if "add" in a}, actions
+
+    def _at_json(self, version: int, json_versions: list[int], kind: str) -> dict | None:
+        i = bisect.bisect_right(json_versions, version) - 1
+        if i < 0:
+            return None
+        c = self.commits[json_versions[i]]
+        return c.metadata if kind == "metaData" else c.protocol
+
+    # ---- rows
+
+    def _schema_at(self, version: int | None) -> _Schema | None:
+        if version is None:
+            version = self.latest_version
+        if version is None:
+            return None
+        meta = self.metadata_at(version)
+        # Parsed once per metaData action, not once per data file: the cache
+        # holds the action too, so its id() is not reused while cached.
+        hit = self._schema_cache.get(id(meta))
+        if hit is None or hit[0] is not meta:
+            hit = self._schema_cache[id(meta)] = (meta, _schema_of(meta))
+        return hit[1]
+
+    def prefetch_data_files(self) -> None:
+        """A hint that every data file the log adds is about to be read, in
+        log order (a checker replaying the log). On a local table with many
+        files, worker processes start decoding them now, and file_rows then
+        finds them ready. What file_rows returns, and the problems it
+        records, are the same with or without the hint."""
+        self._files.prefetch()
+
+    def file_rows(self, path: str) -> pa.Table:
+        """Rows of one data file, logical column names, partition columns
+        (from its add's partitionValues) appended when the file lacks them.
+
+        Cached. An unreadable file yields an empty table and a problem.
+        These are the file's physical rows, all of them, in file order (the
+        order deletion-vector positions index): no deletion vector is
+        applied. The rows an add makes live are add_rows(add).
+        """
+        cache = self._files.cache
+        if path in cache:
+            return cache[path]
+        version, add = self._add_index.get(path, (None, None))
+        schema = self._schema_at(version)
+        table, problem = self._files.read(path, version)
+        if problem is not None:
+            self.problems.append(problem)
+        if table is None:
+            table = schema.arrow().empty_table() if schema else pa.table({})
+        else:
+            table, problems = _logical(table, add, schema, version, path)
+            self.problems.extend(problems)
+        cache[path] = table
+        return table
+
+    def add_rows(self, add: dict) -> pa.Table:
+        """The rows an add (or remove) action makes live: file_rows(path)
+        less the rows its deletionVector deletes.
+
+        Cached per (path, DV). A DV that cannot be read or decoded, or that
+        does not fit the file (its cardinality, a position past the file's
+        last row), is a "deletion-vector-unreadable" problem, and the add
+        then yields no rows: like an unreadable data file, never rows that
+        may have been deleted."""
+        path = add["path"]
+        dv = add.get("deletionVector")
+        if dv is None:
+            return self.file_rows(path)
+        key = _dv_key(add)
+        hit = self._dv_rows.get(key)
+        if hit is not None:
+            return hit
+        table = self.file_rows(path)
+        if path in self._files.unreadable:
+            rows = table  # already empty, and already a problem
+        else:
+            try:
+                positions = dv_positions(dv, self._files.dv_read_rel, self._files.dv_read_path)
+                if positions and positions[-1] >= table.num_rows:
+                    raise DeletionVectorError(
+                        f"deletes row position {positions[-1]} of a file of {table.num_rows} rows"
+                    )
+                rows = _without_positions(table, positions)
+            except Exception as e:  # noqa: BLE001 - a lost or broken DV is evidence, like a lost file
+                self.problems.append(
+                    LogProblem(
+                        "deletion-vector-unreadable",
+                        self._dv_versions.get(key),
+                        f"{path} (DV {key[1][:60]}): {type(e).__name__}: {e}"[:500],
+                    )
+                )
+                rows = table.slice(0, 0)
+        self._dv_rows[key] = rows
+        return rows
+
+    def rows_at(self, version: int, columns: list[str] | None = None) -> pa.Table:
+        """The table's rows at `version`: the live files' rows (deletion
+        vectors applied), in the schema of that version. `columns` selects
+        (and orders) columns; a column no file has comes back as nulls."""
+        schema = self._schema_at(max(version, 0)) if version >= 0 else None
+        adds = list(self.live_files(version).values())
+        store = self._store
+        if store is not None and store.remote and len(adds) > 1:
+            with ThreadPoolExecutor(min(_S3_WORKERS, len(adds))) as pool:
+                tables = list(pool.map(self.add_rows, adds))
+        else:
+            tables = [self.add_rows(a) for a in adds]
+        tables = [_conform(t, schema) for t in tables]
+        if tables:
+            result = pa.concat_tables(tables, promote_options="permissive")
+        else:
+            result = schema.arrow().empty_table() if schema else pa.table({})
+        if columns is None:
+            return result
+        out = {}
+        for c in columns:
+            if c in result.column_names:
+                out[c] = result[c]
+            else:
+                f = schema.field(c) if schema else None
+                out[c] = pa.nulls(result.num_rows, f.type if f and f.type else pa.null())
+        return pa.table(out)
+
+    def summary(self) -> dict[str, Any]:
+        kinds: dict[str, int] = {}
+        for p in self.problems:
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        return {
+            "location": self.location,
+            "commits": len(self._versions),
+            "latest_version": self.latest_version,
+            "checkpoints": self.checkpoint_versions,
+            "problems": kinds,
+        }

@@ -1,0 +1,180 @@
+"""read_log: list a table's ``_delta_log`` once, sort the listing into
+commits, checkpoints and the rest, and read and parse the commits (many
+GETs in flight on S3, worker processes for a long local log) into a
+:class:`TransactionLog`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import harness.deltalog._pool as _pool
+from harness.deltalog._pool import _BatchStream, _Parsed
+from harness.deltalog.actions import LogProblem, _int, parse_commit_bytes
+from harness.deltalog.checkpoints import _Checkpoint
+from harness.deltalog.datafiles import _DataPrefetch
+from harness.deltalog.log import TransactionLog
+from harness.deltalog.names import (
+    _CKPT_PART_RE,
+    _CKPT_RE,
+    _CKPT_V2_RE,
+    _COMMIT_RE,
+    _EXPECTED_OTHER,
+    LOG_DIR,
+)
+from harness.deltalog.store import _S3_WORKERS, _LocalStore, _open_store
+
+
+def _classify(log: TransactionLog, names: list[str]) -> list[tuple[int, str]]:
+    """Sort the _delta_log listing into commits (returned), checkpoints (put
+    on the log) and the rest."""
+    commits: list[tuple[int, str]] = []
+    parts: dict[tuple[int, int], dict[int, str]] = {}
+    singles: dict[int, str] = {}
+    v2: dict[int, str] = {}
+    for name in names:
+        if m := _COMMIT_RE.match(name):
+            commits.append((int(m[1]), name))
+        elif m := _CKPT_RE.match(name):
+            singles[int(m[1])] = name
+        elif m := _CKPT_PART_RE.match(name):
+            parts.setdefault((int(m[1]), int(m[3])), {})[int(m[2])] = name
+        elif m := _CKPT_V2_RE.match(name):
+            v2.setdefault(int(m[1]), name)
+        elif not _EXPECTED_OTHER.match(name):
+            log.ignored_files.append(name)
+    complete_parts: dict[int, list[str]] = {}
+    for (v, n), got in parts.items():
+        if set(got) == set(range(1, n + 1)):
+            complete_parts.setdefault(v, [got[i] for i in range(1, n + 1)])
+        elif v not in singles:
+            log.problems.append(
+                LogProblem(
+                    "checkpoint-unreadable",
+                    v,
+                    f"multi-part checkpoint has parts {sorted(got)} of {n}",
+                )
+            )
+    # Prefer the simplest complete form when several exist for one version.
+    for v in {*singles, *complete_parts, *v2}:
+        if v in singles:
+            log._checkpoints[v] = _Checkpoint(v, [singles[v]], "classic")
+        elif v in complete_parts:
+            log._checkpoints[v] = _Checkpoint(v, complete_parts[v], "multipart")
+        else:
+            log._checkpoints[v] = _Checkpoint(v, [v2[v]], "v2")
+    return sorted(commits)
+
+
+def _parallel_fetch(
+    store: _LocalStore, commit_names: list[tuple[int, str]], fetch: Any
+) -> Iterator[tuple[int, bytes | Exception | _Parsed]]:
+    """Commit files read, parsed and validated by worker processes, in
+    version order; a file they could not read, parse or accept is fetched
+    here, to be judged the ordinary way."""
+    stream = _BatchStream("commits", store._root_str, _pool._PARALLEL_WINDOW_COMMITS)
+    stream.extend((v, f"{LOG_DIR}/{name}") for v, name in commit_names)
+    stream.finish()
+    try:
+        while (batch := stream.next()) is not None:
+            start, n, result = batch
+            if not isinstance(result, list) or len(result) != n:
+                result = [None] * n
+            for item, parsed in zip(commit_names[start : start + n], result, strict=False):
+                yield (item[0], parsed) if isinstance(parsed, _Parsed) else fetch(item)
+    finally:
+        stream.close()
+
+
+def _parse_bodies(
+    log: TransactionLog,
+    bodies: Iterable[tuple[int, Any]],
+    added: Any = None,
+) -> None:
+    """Add each commit: its bytes, the exception reading it raised, or what
+    a worker process made of it (_Parsed)."""
+    for v, body in bodies:
+        if isinstance(body, _Parsed):
+            log._add_commit(v, body.actions, body.problems)
+            if added is not None and v in log.commits:
+                added(log.commits[v])
+            continue
+        if isinstance(body, Exception):
+            log._unreadable.add(v)
+            log.problems.append(LogProblem("unreadable", v, f"could not read: {type(body).__name__}: {body}"[:500]))
+            continue
+        try:
+            actions = parse_commit_bytes(body)
+        except ValueError as e:
+            log._unreadable.add(v)
+            log.problems.append(LogProblem("unparseable", v, str(e)[:500]))
+            continue
+        log._add_commit(v, actions)
+        if added is not None and v in log.commits:
+            added(log.commits[v])
+
+
+def read_log(location: str, storage_options: dict | None = None, *, prefetch_data: bool = False) -> TransactionLog:
+    """Read the transaction log of the table at `location`.
+
+    `location` is a local path, ``file://...`` or ``s3://bucket/prefix``.
+    storage_options (S3): endpoint_url, aws_access_key_id,
+    aws_secret_access_key, region_name (aws_session_token, and delta-rs'
+    upper-case AWS_* names, are accepted too); absent ones fall back to
+    boto3's defaults. Data files are read lazily by file_rows / rows_at.
+
+    prefetch_data=True says every data file will be read next, in log order
+    (a checker replaying the log; see TransactionLog.prefetch_data_files):
+    on a local table with many files, worker processes start decoding them
+    while the log is still being parsed. Nothing read differs either way.
+    """
+    store, loc = _open_store(location, storage_options)
+    log = TransactionLog()
+    log.location = loc
+    log._files.store = store
+    names = store.list_log()  # one listing: on S3 each LIST is a round trip
+    commit_names = _classify(log, names)
+
+    def fetch(item: tuple[int, str]) -> tuple[int, bytes | Exception]:
+        v, name = item
+        try:
+            return v, store.read_rel(f"{LOG_DIR}/{name}")
+        except Exception as e:  # noqa: BLE001 - e.g. deleted between list and get
+            return v, e
+
+    prefetch: _DataPrefetch | None = None
+    if store.remote and len(commit_names) > 1:
+        # Many GETs in flight, parsed here in version order as they arrive.
+        with ThreadPoolExecutor(min(_S3_WORKERS, len(commit_names))) as pool:
+            _parse_bodies(log, pool.map(fetch, commit_names))
+    else:
+        prefetch = _DataPrefetch(store._root_str) if prefetch_data and isinstance(store, _LocalStore) else None
+        if isinstance(store, _LocalStore) and len(commit_names) >= _pool._PARALLEL_MIN_FILES:
+            _parse_bodies(log, _parallel_fetch(store, commit_names, fetch), prefetch)
+        else:
+            _parse_bodies(log, map(fetch, commit_names), prefetch)
+
+    if "_last_checkpoint" in names:
+        try:
+            lc = json.loads(store.read_rel(f"{LOG_DIR}/_last_checkpoint"))
+            if not isinstance(lc, dict) or _int(lc.get("version")) is None:
+                raise ValueError(f"no integer version in {str(lc)[:100]}")
+            log.last_checkpoint = lc
+            if lc["version"] not in log._checkpoints:
+                log.problems.append(
+                    LogProblem(
+                        "last-checkpoint",
+                        lc["version"],
+                        f"_last_checkpoint names version {lc['version']}, which has no complete checkpoint",
+                    )
+                )
+        except Exception as e:  # noqa: BLE001
+            log.problems.append(LogProblem("last-checkpoint", None, f"unreadable: {e}"[:500]))
+    log._finish()
+    if prefetch is not None and prefetch.stream is not None:
+        log._files.adopt_stream(prefetch.stream, prefetch.order)
+    elif prefetch_data:
+        log.prefetch_data_files()
+    return log
