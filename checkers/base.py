@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from checkers.kinds import kind_of
 from harness.core.history import History
 from harness.deltalog import TransactionLog
 
@@ -42,10 +43,16 @@ class Anomaly:
     rows: list[Any] = field(default_factory=list)
     # Checker-specific evidence, e.g. a cycle's edges and its DOT graph.
     details: dict[str, Any] = field(default_factory=dict)
+    title: str = field(init=False, default="")  # from checkers/kinds.py
+
+    def __post_init__(self) -> None:
+        # The kinds table is the one place a kind's claims are written down.
+        self.title = kind_of(self.kind, self.claim).title
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "title": self.title,
             "claim": self.claim,
             "explanation": self.explanation,
             "ops": self.ops,

@@ -28,7 +28,6 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import INSERT_ONLY
-from checkers.row_columns import declared_table
 from harness.core.history import ErrorClass, History, Op
 from harness.deltalog import TransactionLog
 
@@ -80,7 +79,7 @@ def _impossible(op: Op, cls: ErrorClass, facts: dict[str, bool]) -> str | None:
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
-    strict = bool(declared_table(history).get("strict_exceptions"))
+    strict = history.table_declaration().strict_exceptions
     facts = _log_facts(log)
     conflicts = [(op, op.error) for op in history.client_ops() if op.error is not None and op.error.cls.is_conflict]
     anomalies: list[Anomaly] = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.model import column_values
-from harness.core.history import History
 from harness.deltalog import TransactionLog
 
 
@@ -28,12 +27,3 @@ def row_columns(log: TransactionLog, columns: list[str]) -> dict[Any, tuple]:
             for rid, *vals in zip(ids, *cols, strict=True):
                 out.setdefault(rid, tuple(vals))
     return out
-
-
-def declared_table(history: History) -> dict[str, Any]:
-    """What the runner recorded when it created the table: the workload's
-    row_key and predicate_column, the engine's default isolation level."""
-    for op in history.ops():
-        if op.f == "create-table" and isinstance(op.invoke.value, dict):
-            return op.invoke.value
-    return {}

@@ -31,25 +31,16 @@ from harness.deltalog import TransactionLog
 NAME = "serializability"
 
 
-def _table_facts(history: History) -> dict[str, Any]:
-    for op in history.ops():
-        if op.f == "create-table" and isinstance(op.invoke.value, dict):
-            return op.invoke.value
-    return {}
-
-
 def default_isolation(history: History) -> str:
-    level = _table_facts(history).get("default_isolation")
+    level = history.table_declaration().default_isolation
     return level if level in LEVELS else WRITE_SERIALIZABLE  # Databricks' documented default (spec C13)
 
 
 def _default_by_node(history: History) -> dict[str, str]:
     """Mixed-engine runs: each node's engine default, for commits by its clients."""
-    facts = _table_facts(history)
-    by_engine = facts.get("default_isolation_by_engine") or {}
-    return {
-        node: by_engine[eng] for node, eng in (facts.get("node_engines") or {}).items() if by_engine.get(eng) in LEVELS
-    }
+    declared = history.table_declaration()
+    by_engine = declared.default_isolation_by_engine
+    return {node: by_engine[eng] for node, eng in declared.node_engines.items() if by_engine.get(eng) in LEVELS}
 
 
 def _column(table: Any, name: str) -> list[Any] | None:
@@ -65,9 +56,9 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     assumed_levels: set[str] = set()
     # Which column identifies a row and which one predicates read, as the
     # workload declared them when it created the table.
-    declared = _table_facts(history)
-    key_col = declared.get("row_key")
-    attr_col = declared.get("predicate_column")
+    declared = history.table_declaration()
+    key_col = declared.row_key
+    attr_col = declared.predicate_column
     level_assumed = False
     alive: dict[str, list[tuple[Any, str, Any]]] = {}  # path -> row versions (key, writer, prev)
     attrs: dict[Any, Any] = {}  # row key -> predicate attribute, where it differs

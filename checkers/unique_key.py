@@ -15,7 +15,7 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.model import RowLife, table_facts
-from checkers.row_columns import declared_table, row_columns
+from checkers.row_columns import row_columns
 from checkers.serializability import default_isolation
 from harness.core.history import History
 from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
@@ -40,7 +40,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         return CheckResult(
             NAME, Verdict.UNKNOWN, "The table has no readable versions; key uniqueness cannot be judged."
         )
-    key_col = declared_table(history).get("row_key") or "k"
+    key_col = history.table_declaration().row_key or "k"
     cols = row_columns(log, [key_col, "prev_writer"])
     f_of = {op.id: op.f for op in history.ops()}
     by_key: dict[Any, list[RowLife]] = defaultdict(list)

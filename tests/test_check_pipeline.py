@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from checkers.create_race import NAME as CREATE_RACE
+from harness.core.table import Column, TableDeclaration, TableSpec
 from tests.conftest import load_results, only_run_dir, run_cli
 
 
@@ -59,3 +60,18 @@ def test_related_tables_are_read_from_the_run_folder(results_dir: Path) -> None:
     blind = _create_race(run_dir)
     assert first["verdict"] != "invalid" or "lost-create" not in {a["kind"] for a in first["anomalies"]}
     assert "lost-create" in {a["kind"] for a in blind["anomalies"]}
+
+
+def test_a_mixed_engine_declaration_round_trips() -> None:
+    d = TableDeclaration(
+        table=TableSpec((Column("id", "BIGINT"),)),
+        engine="sail",
+        default_isolation="WriteSerializable",
+        row_key="k",
+        predicate_column="k",
+        node_engines={"n1": "sail", "n2": "delta-rs"},
+        default_isolation_by_engine={"sail": "WriteSerializable", "delta-rs": "Serializable"},
+    )
+    doc = json.loads(json.dumps(d.to_json()))
+    assert TableDeclaration.from_json(doc) == d
+    assert TableDeclaration.from_json({}) == TableDeclaration()

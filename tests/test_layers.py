@@ -129,7 +129,11 @@ def imports(root: Path) -> tuple[list[Import], dict[str, set[str]]]:
                 if node.level:
                     parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                     base = ".".join([*parts, base] if base else parts)
-                names = [f"{base}.{a.name}" for a in node.names] + [base]
+                names = [f"{base}.{a.name}" for a in node.names]
+                # `from pkg import sub` depends on sub; the package itself
+                # only where a name is one of its attributes.
+                if any(f"{base}.{a.name}" not in mods for a in node.names):
+                    names.append(base)
             else:
                 continue
             targets: set[str] = set()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.check.pipeline import check_run
+from harness.core.history import load_history
 
 ARCHIVE = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
 
@@ -44,3 +45,15 @@ def test_a_stored_run_checks_as_recorded(runs: Path, name: str) -> None:
     assert (report.verdict.value, got) == (verdict, kinds), [
         (r.checker, r.verdict.value, r.explanation[:200]) for r in report.results if r.verdict.value != "valid"
     ]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_recorded_table_declaration_reads_back_key_for_key(runs: Path, name: str) -> None:
+    """The create-table op's value, as runs recorded it before it was typed,
+    is what TableDeclaration writes: old and new histories read alike."""
+    history = load_history(runs / name / "history.jsonl")
+    recorded = next(e.value for e in history.events if e.f == "create-table" and e.type == "invoke")
+    declared = history.table_declaration()
+    assert declared.to_json() == recorded
+    assert list(declared.to_json()) == list(recorded)  # the same keys in the same order
+    assert declared.table is not None and declared.row_key is not None

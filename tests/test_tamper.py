@@ -169,6 +169,12 @@ def plant_multiple_metadata(run: Run) -> None:
     run.write_actions(v, run.actions(v) + [meta, meta])
 
 
+def plant_multiple_protocol(run: Run) -> None:
+    _, v = _last_append(run)
+    protocol = next(a for a in run.actions(0) if "protocol" in a)
+    run.write_actions(v, run.actions(v) + [protocol, protocol])
+
+
 def plant_missing_data_file(run: Run) -> None:
     _, v = _last_append(run)
     (run.root / "table" / run.adds(v)[0]["path"]).unlink()
@@ -601,6 +607,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("log-sanity", "log-unparseable", plant_log_unparseable),
         Plant("log-sanity", "log-duplicate-file-action", plant_duplicate_file_action),
         Plant("log-sanity", "log-multiple-metadata", plant_multiple_metadata),
+        Plant("log-sanity", "log-multiple-protocol", plant_multiple_protocol),
         Plant("log-sanity", "missing-data-file", plant_missing_data_file),
         Plant("log-sanity", "log-missing-commit", plant_missing_commit),
         Plant("log-sanity", "log-checkpoint-mismatch", plant_checkpoint_mismatch),

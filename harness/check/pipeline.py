@@ -363,7 +363,7 @@ def render_summary(
     for r in results:
         lines.append(f"  {r.checker:<{width}} {r.verdict.value:<8} {r.explanation}")
         for a in r.anomalies[:5]:
-            lines.append(f"      - [{a.kind}{', spec ' + a.claim if a.claim else ''}] {a.explanation}")
+            lines.append(f"      - {a.title} [{a.kind}{', spec ' + a.claim if a.claim else ''}]: {a.explanation}")
         if len(r.anomalies) > 5:
             lines.append(f"      ... {len(r.anomalies) - 5} more in results.json")
     if doc.get("repro"):

@@ -34,6 +34,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from harness.core.table import TableDeclaration
+
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
 EVENT_TYPES = (INVOKE, *COMPLETIONS)
@@ -206,6 +208,13 @@ class History:
 
     def client_ops(self) -> list[Op]:
         return [op for op in self.ops() if isinstance(op.process, int)]
+
+    def table_declaration(self) -> TableDeclaration:
+        """The run's create-table op's record; empty when there is none."""
+        for e in self.events:
+            if e.type == INVOKE and e.f == "create-table" and isinstance(e.value, dict):
+                return TableDeclaration.from_json(e.value)
+        return TableDeclaration()
 
     def __len__(self) -> int:
         return len(self.events)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Column", "TableSpec", "row_id"]
+__all__ = ["Column", "TableDeclaration", "TableSpec", "row_id"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,58 @@ _SEQ_STRIDE = 1000
 
 def row_id(slot: int, seq: int, j: int) -> int:
     return slot * _SLOT_STRIDE + seq * _SEQ_STRIDE + j
+
+
+@dataclass(frozen=True)
+class TableDeclaration:
+    """What the runner records as the value of the run's create-table op: the
+    table, and the facts checkers need that the log does not carry."""
+
+    table: TableSpec | None = None
+    engine: str | None = None
+    default_isolation: str | None = None  # the creating engine's, where the table carries none (C13)
+    row_key: str | None = None  # the column naming a row
+    predicate_column: str | None = None  # the column predicates read
+    strict_exceptions: bool = False
+    # Mixed-engine runs: each node's engine, and each engine's default level.
+    node_engines: dict[str, str] = field(default_factory=dict)
+    default_isolation_by_engine: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The op value, key for key as runs have always recorded it."""
+        out: dict[str, Any] = {
+            **(self.table.to_json() if self.table is not None else {}),
+            "engine": self.engine,
+            "default_isolation": self.default_isolation,
+            "row_key": self.row_key,
+            "predicate_column": self.predicate_column,
+            "strict_exceptions": self.strict_exceptions,
+        }
+        if self.node_engines:
+            out["node_engines"] = dict(self.node_engines)
+            out["default_isolation_by_engine"] = dict(self.default_isolation_by_engine)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TableDeclaration:
+        """Tolerant of old and partial records: what is missing stays None."""
+        table = TableSpec.from_json(d) if isinstance(d.get("columns"), list) else None
+
+        def text(key: str) -> str | None:
+            v = d.get(key)
+            return v if isinstance(v, str) else None
+
+        def names(key: str) -> dict[str, str]:
+            v = d.get(key)
+            return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}
+
+        return cls(
+            table=table,
+            engine=text("engine"),
+            default_isolation=text("default_isolation"),
+            row_key=text("row_key"),
+            predicate_column=text("predicate_column"),
+            strict_exceptions=bool(d.get("strict_exceptions")),
+            node_engines=names("node_engines"),
+            default_isolation_by_engine=names("default_isolation_by_engine"),
+        )

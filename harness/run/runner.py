@@ -21,7 +21,7 @@ from checkers.exception_classes import NAME as EXCEPTION_CLASSES
 from harness.core.errors import HarnessError
 from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
 from harness.core.storage import Storage
-from harness.core.table import TableSpec
+from harness.core.table import TableDeclaration, TableSpec
 from harness.deltalog import copy_table
 from harness.engines import make_engine, parse_engine_list
 from harness.engines.base import Engine, Node
@@ -242,19 +242,22 @@ class Runner:
             # The engine and its default isolation level ride in the history:
             # checkers judge commits by the level the table carried, and need
             # the default when it carried none (spec C13).
-            value = {
-                **self.table.to_json(),
-                "engine": self.engine.name,
-                "default_isolation": self.engine.capabilities.default_isolation,
-                "row_key": self.workload.row_key,
-                "predicate_column": self.workload.predicate_column,
-                "strict_exceptions": self.spec.strict_exceptions,
-            }
-            if len(self.engines) > 1:
+            mixed = len(self.engines) > 1
+            declaration = TableDeclaration(
+                table=self.table,
+                engine=self.engine.name,
+                default_isolation=self.engine.capabilities.default_isolation,
+                row_key=self.workload.row_key,
+                predicate_column=self.workload.predicate_column,
+                strict_exceptions=self.spec.strict_exceptions,
                 # Which engine each node runs, and each engine's default level:
                 # a commit carrying no level is judged by its committer's default.
-                value["node_engines"] = {n.name: self.node_engine[n.name].name for n in self.nodes}
-                value["default_isolation_by_engine"] = {e.name: e.capabilities.default_isolation for e in self.engines}
+                node_engines={n.name: self.node_engine[n.name].name for n in self.nodes} if mixed else {},
+                default_isolation_by_engine=(
+                    {e.name: e.capabilities.default_isolation for e in self.engines} if mixed else {}
+                ),
+            )
+            value = declaration.to_json()
             gen = SlotGenerator(self.spec.seed, "setup")
             ops = [OpSpec("create-table", gen.next_id(), value), *self.workload.setup_ops(gen)]
             for op in ops:

@@ -1,0 +1,93 @@
+"""The `bench-*` commands: each prints the figures an issue names (see harness/bench/)."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli.options import Handler, positive
+from harness.core.errors import HarnessError
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
+    from harness.engines import ENGINE_NAMES
+
+    b = sub.add_parser("bench-overhead", help="the harness's own per-op cost next to a bare loop")
+    b.add_argument("--engine", default="delta-spark", help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark)")
+    b.add_argument("--storage", default="local", help="local or s3 (default local)")
+    b.add_argument("--ops", type=positive(int), default=300, help="ops per measurement (default 300)")
+    bs = sub.add_parser(
+        "bench-startup", help="seconds until engine nodes answer (delta-spark JVMs next to Sail servers)"
+    )
+    bs.add_argument("--engines", default="delta-spark,sail", help="comma-separated (default delta-spark,sail)")
+    bs.add_argument("--nodes", type=positive(int), default=2, help="nodes started at once (default 2)")
+    bs.add_argument("--repeat", type=positive(int), default=3, help="starts per engine (default 3)")
+    bc = sub.add_parser("bench-checker", help="the serializability analysis on simulated histories (10k..1M)")
+    bc.add_argument("--sizes", default="10000,100000,1000000", help="transaction counts (default 10000,100000,1000000)")
+    bc.add_argument("--concurrency", type=positive(int), default=8, help="transactions in flight (default 8)")
+    bc.add_argument("--isolation", default="WriteSerializable", help="Serializable or WriteSerializable")
+    bc.add_argument("--seed", type=int, default=1)
+    bp = sub.add_parser("bench-proxy", help="the S3 fault proxy's added latency and throughput, no faults armed")
+    bp.add_argument("--requests", type=positive(int), default=600, help="requests each way for latency (default 600)")
+    bp.add_argument("--clients", type=positive(int), default=8, help="concurrent clients for throughput (default 8)")
+    bp.add_argument("--seconds", type=positive(float), default=5.0, help="throughput measurement time (default 5)")
+    bk = sub.add_parser("bench-check", help="full `check` of a stored simulated run (default 100k commits), timed")
+    bk.add_argument("--commits", default="100000", help="log commits per run, comma-separated (default 100000)")
+    bk.add_argument("--concurrency", type=positive(int), default=8, help="transactions in flight (default 8)")
+    bk.add_argument("--seed", type=int, default=1)
+    bk.add_argument(
+        "--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, removed)"
+    )
+    bk.add_argument("--profile", default=None, help="write cProfile stats of each check to PREFIX.<commits>")
+    return {
+        "bench-overhead": cmd_bench_overhead,
+        "bench-startup": cmd_bench_startup,
+        "bench-checker": cmd_bench_checker,
+        "bench-proxy": cmd_bench_proxy,
+        "bench-check": cmd_bench_check,
+    }
+
+
+def cmd_bench_overhead(args: argparse.Namespace) -> int:
+    from harness.bench.overhead import bench_overhead
+
+    return bench_overhead(args.engine, args.storage, args.ops)
+
+
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    from harness.bench.overhead import bench_startup
+    from harness.engines import parse_engine_list
+
+    return bench_startup(list(parse_engine_list(args.engines)), args.nodes, args.repeat)
+
+
+def cmd_bench_checker(args: argparse.Namespace) -> int:
+    from harness.bench.checker import bench_checker
+    from harness.core.isolation import LEVELS as ISOLATION_LEVELS
+
+    if args.isolation not in ISOLATION_LEVELS:
+        raise HarnessError(f"unknown isolation level {args.isolation!r}; valid: {', '.join(ISOLATION_LEVELS)}")
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        raise HarnessError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise HarnessError("--sizes must be positive integers")
+    return bench_checker(sizes, args.concurrency, args.isolation, args.seed)
+
+
+def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from harness.bench.proxy import bench_proxy
+
+    return bench_proxy(args.requests, args.clients, args.seconds)
+
+
+def cmd_bench_check(args: argparse.Namespace) -> int:
+    from harness.bench.check import bench_check
+
+    try:
+        sizes = [int(x) for x in args.commits.split(",") if x.strip()]
+    except ValueError:
+        raise HarnessError(f"--commits must be comma-separated integers, got {args.commits!r}") from None
+    if not sizes or min(sizes) < 2:
+        raise HarnessError("--commits must be integers >= 2")
+    return bench_check(sizes, args.concurrency, args.seed, args.dir, args.profile)
