@@ -16,9 +16,9 @@ from pathlib import Path
 
 from harness.core.history import INVOKE, HistoryWriter, OpError
 from harness.engines import make_client, make_engine
+from harness.run.plan import RunSpec, TestPlan
 from harness.run.storage import open_storage
 from harness.run.workers import Worker
-from workloads import make_workload
 from workloads.base import SlotGenerator
 
 SEED = 1
@@ -32,9 +32,8 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
-    engine = make_engine(engine_name)
-    workload = make_workload("append", SEED)
-    table = workload.table()
+    plan = TestPlan.build(RunSpec(workload="append", engine=engine_name, storage=storage_kind, seed=SEED))
+    engine, workload, table = plan.engine, plan.workload, plan.table
     gen = SlotGenerator(SEED, 0)
     ops = [workload.next_op(gen).to_json() for _ in range(n_ops)]
     with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import sys
-from pathlib import Path
 
 from harness.cli.options import EXIT_INTERRUPTED, Handler, positive, spark_options
 from harness.core.errors import HarnessError
@@ -69,25 +68,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.check.pipeline import check_run
-    from harness.core.isolation import LEVELS as ISOLATION_LEVELS
+    from harness.core.procs import install_signal_handlers
     from harness.engines import parse_engine_list
-    from harness.run.plan import RunSpec
+    from harness.run.plan import RunSpec, TestPlan
     from harness.run.progress import Progress
     from harness.run.results import new_run_dir, results_root
     from harness.run.runner import Runner
-    from harness.run.storage import STORAGE_KINDS
-    from nemeses import PROXY_NEMESES, make_nemeses, parse_nemeses
-    from workloads import make_workload
+    from nemeses import PROXY_NEMESES, parse_nemeses
 
-    if args.isolation is not None and args.isolation not in ISOLATION_LEVELS:
-        raise HarnessError(f"unknown isolation level {args.isolation!r}; valid: {', '.join(ISOLATION_LEVELS)}")
-    if args.storage not in STORAGE_KINDS:
-        raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
-    make_workload(args.workload, 0)
     engines = parse_engine_list(args.engine)
     nemesis = parse_nemeses(args.nemesis)
     spark_remote = _spark_remote(args, engines, nemesis)
-    make_nemeses(nemesis, args.storage)  # bad combinations exit 2 before anything starts
     spec = RunSpec(
         workload=args.workload,
         engine=",".join(engines),
@@ -109,19 +100,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         spark_remote=spark_remote,
         strict_exceptions=args.strict_exceptions,
     )
-    from harness.engines.deltaspark import LOG_STORES
-
-    if args.log_store not in LOG_STORES:
-        raise HarnessError(f"unknown --log-store {args.log_store!r}; valid: {', '.join(LOG_STORES)}")
-    if args.spark_jars and not Path(args.spark_jars).is_dir():
-        raise HarnessError(f"--spark-jars {args.spark_jars}: no such directory")
-    from harness.core.procs import install_signal_handlers
-
+    progress = Progress(spec.time_limit, enabled=not args.no_progress)
+    # Every part is checked here: bad input exits 2 before anything starts.
+    plan = TestPlan.build(spec, progress.message)
     install_signal_handlers()
     run_dir = new_run_dir(results_root(args.results_dir), spec.workload, "+".join(engines))
     print(f"run: {run_dir}  seed {spec.seed}", file=sys.stderr)
-    with Progress(spec.time_limit, enabled=not args.no_progress) as progress:
-        outcome = Runner(spec, run_dir, progress).run()
+    with progress:
+        outcome = Runner(plan, run_dir, progress).run()
     (run_dir / "run.json").write_text(
         json.dumps(
             {

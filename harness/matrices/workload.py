@@ -26,6 +26,7 @@ from typing import Any
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass
 from harness.core.procs import ManagedProcess, install_signal_handlers, python_argv
+from harness.run.plan import RunSpec, TestPlan
 
 # A cell's run has its own op timeouts; this bounds setup, teardown and the
 # check on top of the time limit.
@@ -121,27 +122,19 @@ def run_cell(
     if cells.stopping.is_set():
         cell.verdict, cell.note = "SKIPPED", "interrupted"
         return cell
-    argv = python_argv(
-        "harness.cli",
-        "run",
-        "--workload",
-        cell.workload,
-        "--engine",
-        cell.engine,
-        "--isolation",
-        cell.isolation,
-        "--storage",
-        storage,
-        "--concurrency",
-        str(concurrency),
-        "--time-limit",
-        f"{time_limit:g}",
-        "--seed",
-        str(seed),
-        "--results-dir",
-        str(root / "cells"),
-        "--no-progress",
+    spec = RunSpec(
+        workload=cell.workload,
+        engine=cell.engine,
+        isolation=cell.isolation,
+        storage=storage,
+        concurrency=concurrency,
+        time_limit=time_limit,
+        seed=seed,
     )
+    # The cell's plan is built and checked here, then run as its own
+    # `delta-jepsen run` (a crash or hang stays in its cell).
+    TestPlan.build(spec)
+    argv = python_argv("harness.cli", "run", *spec.cli_args(), "--results-dir", str(root / "cells"), "--no-progress")
     log = root / "logs" / f"{cell.workload}-{cell.engine}-{cell.isolation}.log"
     proc = ManagedProcess(f"cell {cell.workload} {cell.engine} {cell.isolation}", argv, log).start()
     with cells.lock:

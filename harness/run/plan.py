@@ -1,11 +1,30 @@
-"""The test spec: everything needed to re-run a test, written to spec.json."""
+"""What a run is: the spec (everything needed to re-run it, as the command
+line gives it) and the test plan composed from it once (Jepsen's test map):
+the workload, the engines, the nemeses, the table and the checkers. The
+runner, the workload matrix and the benchmarks consume the plan; spec.json
+records it, so `check` needs only the run folder."""
 
 from __future__ import annotations
 
 import platform
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
+
+from checkers.exception_classes import NAME as EXCEPTION_CLASSES
+from harness.core.errors import HarnessError
+from harness.core.isolation import LEVELS
+from harness.core.table import TableSpec
+from harness.engines import make_engine, parse_engine_list
+from harness.engines.base import Engine
+from harness.engines.deltaspark import LOG_STORES
+from harness.run.storage import STORAGE_KINDS
+from nemeses import make_nemeses
+from nemeses.base import Nemesis
+from workloads import make_workload
+from workloads.base import Workload
 
 
 @dataclass
@@ -46,11 +65,10 @@ class RunSpec:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
-    def repro_command(self) -> str:
-        """The command that re-runs this test with the same generator seed."""
+    def cli_args(self) -> list[str]:
+        """The `run` arguments that give this spec on any machine (no path of
+        this one: --spark-jars, --local-root and --s3-endpoint stay out)."""
         args = [
-            "delta-jepsen",
-            "run",
             "--workload",
             self.workload,
             "--engine",
@@ -82,7 +100,70 @@ class RunSpec:
             args += ["--spark-remote", self.spark_remote]
         if self.strict_exceptions:
             args += ["--strict-exceptions"]
-        return shlex.join(args)
+        return args
+
+    def repro_command(self) -> str:
+        """The command that re-runs this test with the same generator seed."""
+        return shlex.join(["delta-jepsen", "run", *self.cli_args()])
+
+
+@dataclass
+class TestPlan:
+    """One run, composed once from its spec: every part checked before
+    anything starts (bad input exits 2 with nothing started)."""
+
+    spec: RunSpec
+    workload: Workload
+    engines: list[Engine]  # a mixed run lists several; the first creates the table
+    nemeses: list[Nemesis]
+    table: TableSpec
+    checkers: list[str]  # the workload's, and exception-classes for every run
+    related_tables: list[str]  # globs of the other tables the workload writes
+
+    __test__ = False  # a plan, not a pytest class
+
+    @classmethod
+    def build(cls, spec: RunSpec, progress: Callable[[str], None] | None = None) -> TestPlan:
+        if spec.isolation is not None and spec.isolation not in LEVELS:
+            raise HarnessError(f"unknown isolation level {spec.isolation!r}; valid: {', '.join(LEVELS)}")
+        if spec.storage not in STORAGE_KINDS:
+            raise HarnessError(f"unknown storage {spec.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
+        if spec.log_store not in LOG_STORES:
+            raise HarnessError(f"unknown --log-store {spec.log_store!r}; valid: {', '.join(LOG_STORES)}")
+        if spec.spark_jars and not Path(spec.spark_jars).is_dir():
+            raise HarnessError(f"--spark-jars {spec.spark_jars}: no such directory")
+        workload = make_workload(spec.workload, spec.seed, spec.isolation)
+        remotes = spec.spark_remote.split(",") if spec.spark_remote else None
+        engines = [
+            make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=progress, remotes=remotes)
+            for n in parse_engine_list(spec.engine)
+        ]
+        return cls(
+            spec=spec,
+            workload=workload,
+            engines=engines,
+            nemeses=make_nemeses(spec.nemesis, spec.storage),
+            table=workload.table(),
+            checkers=[*workload.checkers, EXCEPTION_CLASSES],
+            related_tables=list(workload.related_tables),
+        )
+
+    @property
+    def engine(self) -> Engine:
+        """The engine that creates the table."""
+        return self.engines[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan's part of spec.json (the runner adds what it started)."""
+        return {
+            "spec": self.spec.to_json(),
+            "repro": self.spec.repro_command(),
+            "table": self.table.to_json(),
+            "checkers": list(self.checkers),
+            "related_tables": list(self.related_tables),
+            "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
+            "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
+        }
 
 
 def package_versions(extra: dict[str, str] | None = None) -> dict[str, str]:

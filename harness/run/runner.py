@@ -17,23 +17,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checkers.exception_classes import NAME as EXCEPTION_CLASSES
 from harness.core.errors import HarnessError
 from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
 from harness.core.storage import Storage
 from harness.core.table import TableDeclaration, TableSpec
 from harness.deltalog import copy_table
-from harness.engines import make_engine, parse_engine_list
 from harness.engines.base import Engine, Node
 from harness.run.cluster import RunCluster
-from harness.run.plan import RunSpec, package_versions
+from harness.run.plan import TestPlan, package_versions
 from harness.run.progress import Progress
 from harness.run.storage import LocalStorage, open_storage
 from harness.run.workers import OpTimeout, Worker, WorkerDied
-from nemeses import make_nemeses
 from nemeses.base import NemesisContext
 from nemeses.schedule import NemesisSchedule
-from workloads import make_workload
 from workloads.base import OpSpec, SlotGenerator, Workload
 
 WORKER_START_TIMEOUT = 90.0
@@ -78,23 +74,17 @@ class _Shared:
 
 
 class Runner:
-    def __init__(self, spec: RunSpec, run_dir: Path, progress: Progress | None = None):
-        self.spec = spec
+    def __init__(self, plan: TestPlan, run_dir: Path, progress: Progress | None = None):
+        self.plan = plan
+        self.spec = plan.spec
         self.run_dir = run_dir
         self.logs_dir = run_dir / "logs"
-        self.progress = progress or Progress(spec.time_limit, enabled=False)
-        self.workload: Workload = make_workload(spec.workload, spec.seed, spec.isolation)
-        # A mixed-engine run lists several engines; the first creates the table.
-        remotes = spec.spark_remote.split(",") if spec.spark_remote else None
-        self.engines: list[Engine] = [
-            make_engine(
-                n, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=self.progress.message, remotes=remotes
-            )
-            for n in parse_engine_list(spec.engine)
-        ]
-        self.engine: Engine = self.engines[0]
+        self.progress = progress or Progress(plan.spec.time_limit, enabled=False)
+        self.workload: Workload = plan.workload
+        self.engines: list[Engine] = plan.engines
+        self.engine: Engine = plan.engine
         self.node_engine: dict[str, Engine] = {}
-        self.table: TableSpec = self.workload.table()
+        self.table: TableSpec = plan.table
         self.history = HistoryWriter(run_dir / "history.jsonl")
         self.shared = _Shared()
         self.storage: Storage | None = None
@@ -103,7 +93,7 @@ class Runner:
         self.slots: list[_Slot] = []
         self.threads: list[threading.Thread] = []
         self.barrier: threading.Barrier | None = None
-        self.nemeses = make_nemeses(spec.nemesis, spec.storage)
+        self.nemeses = plan.nemeses
         # Extra environment for workers spawned for a node (the clock nemesis).
         self.node_env: dict[str, dict[str, str]] = {}
         self.cluster: RunCluster | None = None
@@ -294,15 +284,9 @@ class Runner:
     def _write_spec(self) -> None:
         assert self.storage is not None
         doc = {
-            "spec": self.spec.to_json(),
-            "repro": self.spec.repro_command(),
+            **self.plan.to_json(),
             "storage": self.storage.describe(),
             "table_uri": self.table_uri if self.storage.kind != "s3" else "embedded:" + self.table_uri,
-            "table": self.table.to_json(),
-            "checkers": [*self.workload.checkers, EXCEPTION_CLASSES],
-            "related_tables": list(self.workload.related_tables),
-            "engine": {"name": self.spec.engine, "capabilities": self.engine.capabilities.to_json()},
-            "engines": {e.name: {"capabilities": e.capabilities.to_json()} for e in self.engines},
             "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},
             "nodes": [
                 {"name": n.name, "engine": n.engine, "url": n.url, "pid": n.pid, "log": n.log} for n in self.nodes
