@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConn
 
 from harness.core.errors import HarnessError
 from harness.run.storage import EmbeddedS3, open_storage
-from harness.s3proxy.server import filter_listing, parse_identity, path_class, request_kind
+from harness.s3proxy.s3 import filter_listing, parse_identity, path_class, request_kind
 from tests.conftest import load_results, only_run_dir, run_cli
 
 LOG = "t/_delta_log/"

@@ -33,7 +33,7 @@ from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, python_argv
 from harness.run.storage import EmbeddedS3, open_storage
 from harness.s3proxy.client import start_proxy
-from harness.s3proxy.server import read_request
+from harness.s3proxy.http import read_request
 
 TARGET_ADDED_P50_MS = 2.0
 TARGET_THROUGHPUT = 500.0

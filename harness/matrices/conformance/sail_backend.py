@@ -31,7 +31,7 @@ from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.model import COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOT_RUN, UNSUPPORTED, Observation, TxnResult
 from harness.run.storage import open_storage
-from harness.s3proxy.server import log_version
+from harness.s3proxy.s3 import log_version
 
 HOLD_TIMEOUT_S = 30.0
 NODE_TIMEOUT_S = 60.0
