@@ -14,16 +14,14 @@ from collections import defaultdict
 import pytest
 
 from checkers.txn_model import INITIAL, TxnHistory
+from harness.bench.inject import INJECTABLE, inject, inject_anomaly
 from harness.bench.simulate import (
     E1,
     E1_CAVEAT,
     E2,
-    INJECTABLE,
     OPS,
     DeltaSim,
     SimConfig,
-    inject,
-    inject_anomaly,
     iter_simulation,
     make_sim,
     run,

@@ -16,7 +16,7 @@ import pytest
 from checkers import serializability
 from checkers.base import Verdict
 from checkers.txn_model import INITIAL, RowRef, Write
-from harness.bench.simulate import EXPECTED
+from harness.bench.inject import EXPECTED
 from harness.bench.synth_run import LOADER, write_run
 from harness.check.pipeline import check_run
 from harness.core.history import load_history

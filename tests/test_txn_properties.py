@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from checkers.txn_model import TxnHistory
-from harness.bench.simulate import ALSO_SNAPSHOT_MISMATCH, EXPECTED, OPS, SimConfig, inject_anomaly, run
+from harness.bench.inject import ALSO_SNAPSHOT_MISMATCH, EXPECTED, inject_anomaly
+from harness.bench.simulate import OPS, SimConfig, run
 from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 
 txn_graph = pytest.importorskip("checkers.txn_graph")

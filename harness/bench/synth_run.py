@@ -2,7 +2,7 @@
 and testing `delta-jepsen check` end to end without an engine.
 
 :func:`write_run` runs the simulator (:mod:`harness.bench.simulate`), optionally
-splices in one anomaly (:func:`harness.bench.simulate.inject_anomaly`), and writes
+splices in one anomaly (:func:`harness.bench.inject.inject_anomaly`), and writes
 what a real run of a transactional workload would leave behind::
 
     spec.json       workload "simulated", engine "simulator", the checkers
@@ -51,46 +51,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checkers.txn_model import INITIAL, Txn, TxnHistory
-from harness.bench.simulate import (
-    E1,
-    E1_CAVEAT,
-    E2,
-    OPERATION,
-    DeltaSim,
-    Injection,
-    SimConfig,
-    SimStats,
-    inject_anomaly,
-    iter_simulation,
-)
+from harness.bench.inject import Injection, inject_anomaly
+from harness.bench.simulate import E2, OPERATION, SimStats, iter_simulation
+from harness.bench.synth_files import PROTOCOL, SCHEMA_STRING, _checkpoint_table, _err, _jsonl, _parquet_bytes
+from harness.bench.synth_schedule import _assign_processes, _op_params, _place, _RecordingSim, _sim_config
 from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 from harness.run.plan import package_versions
 
 LOADER = "setup.load"  # the op that writes the simulator's initial rows
 CREATE = "setup.create"
 TABLE_ID = "5d1c3b0e-0000-4000-8000-00000000d317"
-SCHEMA = pa.schema([("k", pa.int64()), ("writer", pa.string()), ("prev_writer", pa.string())])
-SCHEMA_STRING = json.dumps(
-    {
-        "type": "struct",
-        "fields": [
-            {"name": "k", "type": "long", "nullable": True, "metadata": {}},
-            {"name": "writer", "type": "string", "nullable": True, "metadata": {}},
-            {"name": "prev_writer", "type": "string", "nullable": True, "metadata": {}},
-        ],
-    },
-    separators=(",", ":"),
-)
-PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
-ERRORS = {
-    E1: ("ConcurrentAppendException", "E1"),
-    E1_CAVEAT: ("ConcurrentAppendException", "E1"),
-    E2: ("ConcurrentDeleteReadException", "E2"),
-}
 WALL0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed, so a seed gives the same folder
 TICK_NS = 1_000_000  # one scheduler step of the simulator = 1 ms of history time
 
@@ -114,136 +87,8 @@ class SynthInfo:
     stats: SimStats | None = None
 
 
-class _RecordingSim(DeltaSim):
-    """The simulator, also recording each transaction's kind, when it began
-    and ended (scheduler steps) and why it failed: the history's timing."""
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
-        self.tick = 0
-        self.began: dict[str, tuple[str, int, tuple]] = {}  # id -> (op, tick, predicates)
-        self.ended: dict[str, int] = {}
-        self.reasons: dict[str, str] = {}
-        self._reason: str | None = None
-
-    def _start(self, p: Any) -> Any:
-        self.tick += 1
-        self.began[p.id] = (p.op, self.tick, p.predicates)
-        return super()._start(p)
-
-    def conflict(self, p: Any, level: str) -> str | None:
-        self._reason = super().conflict(p, level)
-        return self._reason
-
-    def commit(self, p: Any, isolation: str | None = None) -> Txn | None:
-        self.tick += 1
-        self._reason = None
-        t = super().commit(p, isolation)
-        self.ended[p.id] = self.tick
-        if t is None and self._reason is not None:
-            self.reasons[p.id] = self._reason
-        return t
-
-
-def _sim_config(n_txns: int, concurrency: int, n_keys: int | None, isolation: str, seed: int) -> SimConfig:
-    return SimConfig(
-        n_txns=n_txns, concurrency=concurrency, n_keys=n_keys or max(64, n_txns // 10), isolation=isolation, seed=seed
-    )
-
-
-# ---------------------------------------------------------------------------
-# Parquet files
-
-
-def _parquet_bytes(rows: list[tuple[int, str, str | None]]) -> bytes:
-    ks, ws, ps = zip(*rows, strict=True) if rows else ((), (), ())
-    table = pa.Table.from_arrays(
-        [pa.array(ks, pa.int64()), pa.array(ws, pa.string()), pa.array(ps, pa.string())], schema=SCHEMA
-    )
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="snappy")
-    return sink.getvalue().to_pybytes()
-
-
-def _checkpoint_table(live: dict[str, dict], meta: dict, protocol: dict) -> pa.Table:
-    """A classic Delta checkpoint: one action per row in struct columns
-    txn / add / remove / metaData / protocol (only live adds; no tombstones)."""
-    n = 2 + len(live)
-    adds = list(live.values())
-    str_map = pa.map_(pa.string(), pa.string())
-    add_type = pa.struct(
-        [
-            ("path", pa.string()),
-            ("partitionValues", str_map),
-            ("size", pa.int64()),
-            ("modificationTime", pa.int64()),
-            ("dataChange", pa.bool_()),
-            ("stats", pa.string()),
-        ]
-    )
-    mask_add = pa.array([True, True] + [False] * len(adds))
-    pad = [None, None]
-    add = pa.StructArray.from_arrays(
-        [
-            pa.array(pad + [a["path"] for a in adds], pa.string()),
-            pa.array(pad + [[] for _ in adds], str_map),
-            pa.array(pad + [a["size"] for a in adds], pa.int64()),
-            pa.array(pad + [a["modificationTime"] for a in adds], pa.int64()),
-            pa.array(pad + [False] * len(adds), pa.bool_()),  # checkpoints record dataChange=false
-            pa.array(pad + [a["stats"] for a in adds], pa.string()),
-        ],
-        fields=list(add_type),
-        mask=mask_add,
-    )
-    remove_type = pa.struct([("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_())])
-    txn_type = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
-    fmt_type = pa.struct([("provider", pa.string()), ("options", str_map)])
-    meta_type = pa.struct(
-        [
-            ("id", pa.string()),
-            ("name", pa.string()),
-            ("description", pa.string()),
-            ("format", fmt_type),
-            ("schemaString", pa.string()),
-            ("partitionColumns", pa.list_(pa.string())),
-            ("configuration", str_map),
-            ("createdTime", pa.int64()),
-        ]
-    )
-    proto_type = pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
-    rest = [None] * (n - 1)
-    meta_row = {
-        "id": meta["id"],
-        "name": meta.get("name"),
-        "description": meta.get("description"),
-        "format": {"provider": meta["format"]["provider"], "options": list(meta["format"]["options"].items())},
-        "schemaString": meta["schemaString"],
-        "partitionColumns": meta["partitionColumns"],
-        "configuration": list(meta["configuration"].items()),
-        "createdTime": meta["createdTime"],
-    }
-    return pa.table(
-        {
-            "txn": pa.nulls(n, txn_type),
-            "add": add,
-            "remove": pa.nulls(n, remove_type),
-            "metaData": pa.array([meta_row] + rest, meta_type),
-            "protocol": pa.array([None, protocol] + rest[:-1], proto_type),
-        }
-    )
-
-
 # ---------------------------------------------------------------------------
 # The run
-
-
-def _jsonl(actions: list[dict]) -> bytes:
-    return ("\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n").encode()
-
-
-def _err(reason: str | None) -> dict:
-    cls, claim = ERRORS.get(reason or "", ("commit-conflict-unclassified", None))
-    return {"class": cls, "claim": claim, "raw": f"simulated conflict ({reason}): a concurrent commit won"}
 
 
 def write_run(
@@ -262,7 +107,7 @@ def write_run(
 ) -> SynthInfo:
     """Simulate `n_txns` transactions (committed + failed) and write the run
     folder `run_dir` (created; must not exist or be empty). `inject` splices
-    one anomaly of that kind (see harness.bench.simulate.INJECTABLE) into the
+    one anomaly of that kind (see harness.bench.inject.INJECTABLE) into the
     history. `checkpoint_interval` 0 writes no checkpoints. With `commits`,
     the run stops once the log holds that many commits (versions 0 ..
     commits-1, the two setup commits included; an isolation change adds one
@@ -713,63 +558,6 @@ def write_run(
         h if keep_history else None,
         st,
     )
-
-
-def _place(txns_desc: list[Txn], before: float, start: dict[str, float], end: dict[str, float]) -> None:
-    """Injected transactions (given newest first) run one after another in
-    the scheduler step just before `before`."""
-    txns = list(reversed(txns_desc))
-    m = len(txns)
-    for j, t in enumerate(txns):
-        start[t.id] = before - 0.5 + j * 0.4 / m
-        end[t.id] = before - 0.5 + (j + 0.5) * 0.4 / m
-
-
-def _op_params(t: Txn) -> dict[str, str]:
-    if t.predicates:
-        p = t.predicates[0]
-        return {"predicate": json.dumps([f"k >= {p.lo} AND k <= {p.hi}"])}
-    if t.operation == "WRITE":
-        return {"mode": "Append"}
-    if t.writes:
-        return {"predicate": json.dumps([f"k IN ({', '.join(str(w.key) for w in t.writes)})"])}
-    return {}
-
-
-def _assign_processes(
-    h: TxnHistory,
-    sim: _RecordingSim,
-    start: dict[str, float],
-    end: dict[str, float],
-    aborted: list[str],
-    injection: Injection | None,
-) -> dict[str, int]:
-    """Jepsen processes: each transaction runs on the lowest-numbered
-    process that is idle when it begins."""
-    if aborted:
-        first = min(start[t] for t in injection.ids) if injection and injection.ids else 0.0
-        for j, tid in enumerate(aborted):
-            start[tid] = first - 0.09 + j * 0.01
-            end[tid] = first - 0.085 + j * 0.01
-    spans = [(start[t.id], end[t.id], t.id) for t in h.txns]
-    spans += [(float(sim.began[tid][1]), float(sim.ended[tid]), tid) for tid in sim.failed]
-    spans += [(start[tid], end[tid], tid) for tid in aborted]
-    evs = sorted([(s, 1, tid) for s, _, tid in spans] + [(e, 0, tid) for _, e, tid in spans])
-    import heapq
-
-    free: list[int] = []
-    top = 0
-    out: dict[str, int] = {}
-    for _, kind, tid in evs:
-        if kind == 1:
-            if free:
-                out[tid] = heapq.heappop(free)
-            else:
-                out[tid] = top
-                top += 1
-        else:
-            heapq.heappush(free, out[tid])
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
