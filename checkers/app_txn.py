@@ -32,7 +32,7 @@ from itertools import pairwise
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import commit_op_id, fmt_ids, table_facts
+from checkers.facts import commit_op_id, fmt_ids, table_facts
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
 from harness.deltalog import TransactionLog
 

@@ -13,7 +13,7 @@ the engine told its client a definite failure for a change that is there."""
 from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import expected_ids, fmt_ids, table_facts, writes
+from checkers.facts import expected_ids, fmt_ids, table_facts, writes
 from harness.core.history import FAIL, INFO, History, Op
 from harness.deltalog import TransactionLog
 

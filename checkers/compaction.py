@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import commit_op_id, table_facts
+from checkers.facts import commit_op_id, table_facts
 from harness.core.history import History
 from harness.deltalog import Commit, TransactionLog
 

@@ -8,7 +8,7 @@ from itertools import pairwise
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import RowLife, expected_ids, fmt_ids, table_facts, writes
+from checkers.facts import RowLife, expected_ids, fmt_ids, table_facts, writes
 from harness.core.history import History
 from harness.deltalog import TransactionLog
 

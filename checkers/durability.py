@@ -5,7 +5,7 @@ inserts are present in the final state of the table."""
 from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import INSERT_ONLY, expected_ids, fmt_ids, table_facts, writes
+from checkers.facts import INSERT_ONLY, expected_ids, fmt_ids, table_facts, writes
 from harness.core.history import OK, History
 from harness.deltalog import TransactionLog
 

@@ -27,7 +27,7 @@ from collections import Counter
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import INSERT_ONLY
+from checkers.facts import INSERT_ONLY
 from harness.core.history import ErrorClass, History, Op
 from harness.deltalog import TransactionLog
 

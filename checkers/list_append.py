@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import reads, table_facts
+from checkers.facts import reads, table_facts
 from checkers.row_columns import row_columns
 from checkers.serializability import default_isolation
 from harness.core.history import History

@@ -6,7 +6,7 @@ readable (one the harness cannot decode makes the verdict unknown)."""
 from __future__ import annotations
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import table_facts
+from checkers.facts import table_facts
 from harness.core.history import History
 from harness.deltalog import TransactionLog
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import commit_op_id, table_facts
+from checkers.facts import commit_op_id, table_facts
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
 from harness.deltalog import TransactionLog
 

@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import table_facts
+from checkers.facts import table_facts
 from harness.core.history import FAIL, INFO, OK, History, Op
 from harness.deltalog import TransactionLog
 

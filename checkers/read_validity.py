@@ -16,7 +16,7 @@ import bisect
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import Fingerprint, TableFacts, fmt_ids, reads, table_facts
+from checkers.facts import Fingerprint, TableFacts, fmt_ids, reads, table_facts
 from harness.core.history import OK, History, Op
 from harness.deltalog import TransactionLog
 

@@ -1,6 +1,6 @@
 """Column values of every row version ever added, by row id.
 
-`checkers.model.table_facts` tracks each row's lifetime by its unique `id`;
+`checkers.facts.table_facts` tracks each row's lifetime by its unique `id`;
 checkers that reason about other columns (a row key, a list position) look
 them up here instead of replaying the log a second time.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.model import column_values
+from checkers.facts import column_values
 from harness.deltalog import TransactionLog
 
 

@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import column_values, commit_op_id
+from checkers.facts import column_values, commit_op_id
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.core.history import FAIL, History, Op

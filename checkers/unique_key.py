@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.model import RowLife, table_facts
+from checkers.facts import RowLife, table_facts
 from checkers.row_columns import row_columns
 from checkers.serializability import default_isolation
 from harness.core.history import History

@@ -10,7 +10,7 @@ import pytest
 
 from checkers import CHECKERS, atomicity, duplicates, durability, log_sanity, read_validity
 from checkers.base import CheckResult, Verdict
-from checkers.model import table_facts
+from checkers.facts import table_facts
 from harness.core.history import FAIL, INFO, OK, History, load_history, parse_lines
 from harness.deltalog import Commit, TransactionLog, read_log
 from tests.synth import SynthRun, create_actions

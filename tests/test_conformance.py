@@ -14,8 +14,8 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.model import apply, initial_rows, plans, serial_outcomes
-from harness.matrices.conformance.runner import CellResult, check_data, render_markdown, run_cells, select
+from harness.matrices.conformance.matrix import CellResult, check_data, render_markdown, run_cells, select
+from harness.matrices.conformance.rows import apply, initial_rows, plans, serial_outcomes
 from harness.matrices.conformance.verdict import (
     AVAILABILITY,
     COMMITTED,
@@ -556,7 +556,7 @@ def test_conformance_cli_bad_input(results_dir):
 
 
 def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
-    from harness.matrices.conformance.runner import CellWorker, _error_obs
+    from harness.matrices.conformance.matrix import CellWorker, _error_obs
 
     w = CellWorker("nosuch-engine", tmp_path)
     try:
@@ -571,7 +571,7 @@ def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
 def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
     """Exit codes as `check`'s: uncontrolled or error cells make 3, never 0;
     a safety deviation makes 1 whatever else (issue 11, item 11)."""
-    from harness.matrices.conformance.runner import exit_code
+    from harness.matrices.conformance.matrix import exit_code
 
     assert exit_code(Counter({CONFORMS: 5})) == 0
     assert exit_code(Counter({CONFORMS: 5, V_UNSUPPORTED: 2})) == 0
@@ -582,7 +582,7 @@ def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
 
 def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: int = 2):
     from harness.deltalog import Commit, TransactionLog
-    from harness.matrices.conformance.model import SETUP
+    from harness.matrices.conformance.rows import SETUP
 
     conf = {"delta.isolationLevel": table_level} if table_level else {}
     commits = [
@@ -614,8 +614,8 @@ def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: in
 def test_cells_are_judged_at_the_level_the_table_carried():
     """The expectation follows the level in the log (spec C13), not the one
     the cell asked for (issue 11, item 6)."""
-    from harness.matrices.conformance.model import SETUP
-    from harness.matrices.conformance.runner import carried_level, judged_cell
+    from harness.matrices.conformance.matrix import carried_level, judged_cell
+    from harness.matrices.conformance.rows import SETUP
 
     v0 = len(SETUP)
     assert carried_level(_level_log(WS, {v0 + 2: S}), S) == (WS, f"delta.isolationLevel at version {v0}")
@@ -647,7 +647,7 @@ def test_a_conforming_outcome_on_a_table_the_checker_could_not_judge_is_unjudged
     assert _judge(M3, _obs(committed, checker_verdict="unknown", data_violation="C15: x")) == SAFETY
     # A conflict where none may happen is a deviation whatever the data.
     assert _judge(M1, _obs(_failed("ConcurrentAppendException"), checker_verdict="unknown")) == AVAILABILITY
-    from harness.matrices.conformance.runner import exit_code
+    from harness.matrices.conformance.matrix import exit_code
 
     assert exit_code(Counter({CONFORMS: 3, UNJUDGED: 1})) == 3
     md = render_markdown("x", [CellResult(M3, C.expectation(M3), obs, UNJUDGED, why)], 1.0, {})
@@ -658,8 +658,8 @@ def test_an_indeterminate_loser_is_resolved_from_the_log():
     """A loser that timed out but whose commit landed is judged as committed
     (issue 11, item 10): under C16/Serializable that is a safety deviation,
     not an `error`; absent from the log, it stays an error."""
-    from harness.matrices.conformance.model import SETUP
-    from harness.matrices.conformance.runner import resolve_loser
+    from harness.matrices.conformance.matrix import resolve_loser
+    from harness.matrices.conformance.rows import SETUP
 
     timed_out = TxnResult(ERROR, "timeout", "deadline exceeded", read_version=len(SETUP))
     obs = _obs(timed_out)
@@ -676,7 +676,7 @@ def test_an_indeterminate_loser_is_resolved_from_the_log():
 def test_sail_versions_are_observed_from_the_log_not_assumed():
     """Sail reports no versions: the backend takes them from the log, and a
     log without the evidence makes the cell uncontrolled (issue 11, item 12)."""
-    from harness.matrices.conformance.model import SETUP
+    from harness.matrices.conformance.rows import SETUP
     from harness.matrices.conformance.sail_backend import SailBackend
     from tests.synth import SynthRun
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.runner import CellResult, run_cells
+from harness.matrices.conformance.matrix import CellResult, run_cells
 from harness.matrices.conformance.verdict import AVAILABILITY, CONFORMS, UNCONTROLLED, V_ERROR, V_UNSUPPORTED
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.runner import CellResult, run_cells
+from harness.matrices.conformance.matrix import CellResult, run_cells
 from harness.matrices.conformance.verdict import (
     AVAILABILITY,
     CONFORMS,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from checkers import compaction, log_sanity
 from checkers.base import Verdict
-from checkers.model import table_facts
+from checkers.facts import table_facts
 from checkers.serializability import extract
 from harness.core.history import History
 from harness.deltalog import (

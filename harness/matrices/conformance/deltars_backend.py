@@ -23,7 +23,7 @@ from harness.deltalog import read_log
 from harness.engines.base import ClientConfig, OpResult
 from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.model import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
+from harness.matrices.conformance.rows import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOOP, UNSUPPORTED, Observation, TxnResult
 
 GATE_TIMEOUT_S = 20.0

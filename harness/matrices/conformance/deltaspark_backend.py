@@ -25,7 +25,7 @@ from harness.core.table import TableSpec
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
 from harness.engines.spark import DeltaSparkClient
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.model import APP_ID, OpPlan, table_spec
+from harness.matrices.conformance.rows import APP_ID, OpPlan, table_spec
 from harness.matrices.conformance.sail_backend import NODE_TIMEOUT_S, SailBackend
 from harness.matrices.conformance.verdict import UNSUPPORTED, Observation, TxnResult
 from harness.run.storage import open_storage

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkers.model import table_facts
+from checkers.facts import table_facts
 from harness.core.history import ErrorClass
 from harness.core.table import TableSpec
 from harness.deltalog import read_log
 from harness.engines.sail import SAIL_CAPABILITIES, SailEngine
 from harness.engines.spark import SparkConnectClient
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.model import COLUMNS, SETUP, OpPlan, plans, table_spec
+from harness.matrices.conformance.rows import COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOT_RUN, UNSUPPORTED, Observation, TxnResult
 from harness.run.storage import open_storage
 from harness.s3proxy.s3 import log_version

@@ -1,7 +1,7 @@
 """`delta-jepsen conformance`: run the matrix on one engine and write
 conformance.md and conformance.json.
 
-Cells run in a worker process (harness.matrices.conformance.worker), one at a time,
+Cells run in a worker process (harness.matrices.conformance.cell_worker), one at a time,
 each bounded by a timeout: a hung cell is recorded as an error and the
 worker replaced. After each cell the controller checks the committed table
 against the model's allowed serial orders and runs the serializability
@@ -33,7 +33,7 @@ from harness.core.procs import ManagedProcess, python_argv
 from harness.deltalog import read_log
 from harness.engines import make_engine
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.model import COLUMNS, SETUP, plans, serial_outcomes
+from harness.matrices.conformance.rows import COLUMNS, SETUP, plans, serial_outcomes
 from harness.matrices.conformance.verdict import (
     COMMITTED,
     ERROR,
@@ -235,7 +235,7 @@ class CellWorker:
         self.starts += 1
         self.lines = queue.Queue()
         argv = python_argv(
-            "harness.matrices.conformance.worker",
+            "harness.matrices.conformance.cell_worker",
             "--engine",
             self.engine,
             *(("--root", str(self.root)) if self.root else ()),

@@ -4,7 +4,7 @@ Protocol (JSON lines): stdin ``{"cell": {...}, "root": "<dir>"}``; stdout
 ``{"cell": "<id>", "obs": {...}}``. The controller bounds each cell with a
 timeout and replaces a worker that hangs.
 
-Usage: ``python -m harness.matrices.conformance.worker --engine delta-rs``.
+Usage: ``python -m harness.matrices.conformance.cell_worker --engine delta-rs``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol
 from harness.matrices.conformance.cells import Cell
 from harness.matrices.conformance.deltars_backend import DeltaRsBackend
 from harness.matrices.conformance.deltaspark_backend import DeltaSparkBackend
-from harness.matrices.conformance.runner import post_check
+from harness.matrices.conformance.matrix import post_check
 from harness.matrices.conformance.sail_backend import SailBackend
 from harness.matrices.conformance.verdict import Observation
 
