@@ -150,25 +150,3 @@ def _spark_remote(args: argparse.Namespace, engines: tuple[str, ...], nemesis: l
     for notice in remote.check_nemeses(engines, nemesis, PROXY_NEMESES, args.s3_proxy):
         print(f"delta-jepsen: note: {notice}", file=sys.stderr)
     return ",".join(urls)
-
-
-def _spark_remote(args: argparse.Namespace, engines: tuple[str, ...], nemesis: list[str]) -> str | None:
-    """--spark-remote, checked against the engines, storage and faults of the
-    run: the endpoints, comma-separated, or None without spark-connect."""
-    from harness.engines import remote
-    from nemeses import PROXY_NEMESES
-
-    if remote.NAME not in engines:
-        if args.spark_remote is not None:
-            raise HarnessError(f"--spark-remote is for --engine {remote.NAME} (not in {','.join(engines)!r})")
-        return None
-    value = args.spark_remote if args.spark_remote is not None else os.environ.get(remote.REMOTE_ENV)
-    if not value:
-        raise HarnessError(
-            f"--engine {remote.NAME} needs --spark-remote sc://host:port[,sc://host:port...] (or ${remote.REMOTE_ENV})"
-        )
-    urls = remote.parse_remotes(value)
-    remote.check_storage(args.storage)
-    for notice in remote.check_nemeses(engines, nemesis, PROXY_NEMESES, args.s3_proxy):
-        print(f"delta-jepsen: note: {notice}", file=sys.stderr)
-    return ",".join(urls)
