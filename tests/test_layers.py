@@ -38,6 +38,8 @@ UNITS: dict[str, tuple[int, tuple[str, ...]]] = {
         3,
         (*L0, "harness.engines", "harness.s3proxy", "checkers", "workloads", "nemeses", "harness.run", "harness.check"),
     ),
+    # the results browser: lists run folders and serves their files.
+    "harness.serve": (3, (*L0, "harness.check")),
     "harness.bench": (
         3,
         (*L0, "harness.engines", "harness.s3proxy", "checkers", "workloads", "nemeses", "harness.run", "harness.check"),
@@ -57,6 +59,7 @@ UNITS: dict[str, tuple[int, tuple[str, ...]]] = {
                 "harness.run",
                 "harness.check",
                 "harness.matrices",
+                "harness.serve",
                 "harness.bench",
             )
         ),
