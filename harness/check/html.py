@@ -25,7 +25,8 @@ VERDICT_COLOURS = {
 
 _CSS = """
 :root { color-scheme: light; }
-body { font: 14px/1.45 system-ui, -apple-system, "DejaVu Sans", sans-serif; margin: 0; color: #222; background: #fafafa; }
+body { font: 14px/1.45 system-ui, -apple-system, "DejaVu Sans", sans-serif; margin: 0; color: #222;
+       background: #fafafa; }
 header { padding: 14px 24px; background: #fff; border-bottom: 1px solid #ddd; }
 header h1 { margin: 0; font-size: 20px; }
 main { padding: 8px 24px 40px; max-width: 1600px; }
@@ -52,7 +53,8 @@ def esc(value: object) -> str:
 
 def verdict_badge(verdict: str) -> str:
     colour = VERDICT_COLOURS.get(verdict.lower(), "#888")
-    return f'<span class="badge verdict-{esc(verdict.lower())}" style="background:{colour}">{esc(verdict.upper())}</span>'
+    cls = esc(verdict.lower())
+    return f'<span class="badge verdict-{cls}" style="background:{colour}">{esc(verdict.upper())}</span>'
 
 
 def page(title: str, body: str, extra_css: str = "") -> str:
