@@ -7,9 +7,13 @@ import json
 import os
 import random
 import sys
+from typing import TYPE_CHECKING
 
 from harness.cli.options import EXIT_INTERRUPTED, Handler, positive, spark_options
 from harness.core.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.check.junit import Recorder
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
@@ -63,10 +67,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     )
     spark_options(r)
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
+    r.add_argument(
+        "--junit-xml", metavar="PATH", default=None, help="also write the checkers' verdicts as JUnit XML for CI"
+    )
     return {"run": cmd_run}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.check import junit
+
+    target = junit.check_target(args.junit_xml)
+    classname = f"delta-jepsen.{args.workload}.{args.engine.replace(',', '+')}"
+    with junit.recording(target, classname, classname) as rec:
+        return _run(args, rec)
+
+
+def _run(args: argparse.Namespace, rec: Recorder) -> int:
+    from harness.check import junit
     from harness.check.pipeline import check_run
     from harness.core.procs import install_signal_handlers
     from harness.engines import parse_engine_list
@@ -122,6 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         + "\n"
     )
     report = check_run(run_dir)
+    rec.suites.append(junit.report_suite(report))
     print(report.summary, end="")
     if outcome.interrupted:
         return EXIT_INTERRUPTED
