@@ -13,12 +13,12 @@ import sys
 import traceback
 from typing import NoReturn
 
-from harness.cli import bench, check, conformance, jars, listing, matrix, run
+from harness.cli import bench, check, conformance, jars, listing, matrix, run, serve
 from harness.cli.options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Handler
 from harness.core.errors import HarnessError
 
 # In the order `--help` lists them.
-COMMANDS = (run, check, bench, matrix, listing, jars, conformance)
+COMMANDS = (run, check, bench, matrix, listing, jars, conformance, serve)
 
 
 class _Parser(argparse.ArgumentParser):
