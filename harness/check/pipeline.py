@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from checkers import CHECKERS
 from checkers.base import CheckResult, Verdict, combine
+from harness.check.report import REPORT_NAME, write_report
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, load_history
 from harness.deltalog import read_log
@@ -191,9 +193,34 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         graphs = write_anomaly_graphs(run_dir, results)
         if graphs:
             doc["anomaly_graphs"] = graphs
+        _write_report(run_dir, doc, results, history, spec, run)
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
     return Report(run_dir, verdict, results, doc, summary)
+
+
+def _write_report(
+    run_dir: Path,
+    doc: dict[str, Any],
+    results: list[CheckResult],
+    history: History,
+    spec: dict[str, Any],
+    run: dict[str, Any],
+) -> None:
+    """report.html beside results.json. The page is a view of the verdict,
+    never part of it: whatever goes wrong drawing it is one line of warning
+    and a "report_error" in results.json, and the verdict and exit code stand."""
+    t0 = time.monotonic()
+    try:
+        write_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run)
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        doc["report_error"] = f"{type(e).__name__}: {e}"[:500]
+        # A page left from an earlier check would show that check's verdict.
+        (run_dir / REPORT_NAME).unlink(missing_ok=True)
+        print(f"warning: {REPORT_NAME} not written: {doc['report_error']}", file=sys.stderr)
+        return
+    doc["report"] = REPORT_NAME
+    doc["report_seconds"] = round(time.monotonic() - t0, 3)
 
 
 # Checkers that judge no row of any data file.

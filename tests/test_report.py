@@ -1,0 +1,266 @@
+"""report.html (issue 13): the plots and the timeline on small synthetic
+histories, the page of a real valid run, of a stored run with a planted
+lost write, and of a run with a dependency cycle (its graph inline), and
+both pages in a real browser: no errors, nothing fetched, every plot drawn."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import harness.check.pipeline as pipeline
+from harness.bench.synth_run import write_run
+from harness.check.pipeline import check_run
+from harness.check.report import graphs
+from harness.check.report.plots import (
+    Fault,
+    Span,
+    conflict_rate_svg,
+    faults_of,
+    latency_svg,
+    spans_of,
+    throughput_svg,
+    timeline_svg,
+)
+from tests.conftest import load_results, only_run_dir, run_cli
+from tests.synth import SynthRun
+
+SVG = "{http://www.w3.org/2000/svg}"
+STORED = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
+PLOTS = ("#timeline svg", "#latency svg", "#throughput svg", "#conflict-rate svg")
+
+# -- the builders, on synthetic histories ----------------------------------------------
+
+
+def _history_with_a_fault() -> SynthRun:
+    run = SynthRun()
+    s = 1_000_000_000
+    run.append("0.1", [1], start=1 * s, end=2 * s, process=0, version=1)
+    run.append("1.1", [2], start=1 * s, end=3 * s, process=1, type="fail")
+    run.invoke("nemesis.1", "start-pause", time=4 * s, process="nemesis")
+    run.complete("nemesis.1", "ok", time=4 * s + 1000, value={"node": "n1"})
+    run.append("0.2", [3], start=5 * s, end=6 * s, process=0, type="info")
+    run.invoke("nemesis.2", "stop-pause", time=7 * s, process="nemesis")
+    run.complete("nemesis.2", "ok", time=7 * s + 1000)
+    run.invoke("nemesis.3", "start-kill", time=8 * s, process="nemesis")
+    run.complete("nemesis.3", "ok", time=8 * s + 1000)
+    run.append("2.1", [4], start=8 * s, end=None, process=2)  # never completes
+    run.read("1.2", [1], start=9 * s, end=10 * s, process=1, version=1)
+    return run
+
+
+def test_spans_and_faults_come_from_the_history() -> None:
+    history = _history_with_a_fault().history()
+    spans = {s.id: s for s in spans_of(history)}
+    assert set(spans) == {"0.1", "1.1", "0.2", "2.1", "1.2"}  # client ops only
+    assert (spans["0.1"].start, spans["0.1"].end, spans["0.1"].version) == (1.0, 2.0, 1)
+    assert spans["0.1"].commits and not spans["1.2"].commits  # a read's version is the one it read
+    assert spans["1.1"].is_conflict and spans["1.1"].error_class == "ConcurrentAppendException"
+    assert spans["2.1"].end is None and spans["2.1"].type == "info"
+    faults = faults_of(history)
+    assert [(f.kind, round(f.start), round(f.end), f.stopped) for f in faults] == [
+        ("pause", 4, 7, True),
+        ("kill", 8, 10, False),  # never stopped: lasts to the end of the history
+    ]
+
+
+def _bars(svg: str, outcome: str) -> list[ET.Element]:
+    root = ET.fromstring(svg)
+    group = next(g for g in root.iter(f"{SVG}g") if g.get("id") == f"tl-{outcome}")
+    return [c for c in group if c.tag != f"{SVG}defs"]
+
+
+def test_the_timeline_has_a_bar_with_a_tooltip_per_op() -> None:
+    history = _history_with_a_fault().history()
+    svg, note = timeline_svg(spans_of(history), faults_of(history))
+    assert svg.startswith("<svg") and note == ""
+    ok, fail, info = _bars(svg, "ok"), _bars(svg, "fail"), _bars(svg, "info")
+    assert (len(ok), len(fail), len(info)) == (2, 1, 2)
+    tips = [c.find(f"{SVG}title").text or "" for c in ok + fail + info]  # type: ignore[union-attr]
+    assert any(t.startswith("op 0.1  process 0  append  OK") and "committed v1" in t for t in tips)
+    assert any("error ConcurrentAppendException: synthetic conflict" in t for t in tips)
+    assert any("op 2.1" in t and "never completed" in t for t in tips)
+    versions = _bars(svg, "versions")
+    assert [c.find(f"{SVG}title").text for c in versions] == ["v1 committed by op 0.1 at t = 2.000 s"]  # type: ignore[union-attr]
+    # The lanes, the versions lane, and the faults' legend.
+    for text in ("process 0", "process 1", "process 2", "versions", "nemesis: pause", "nemesis: kill"):
+        assert f">{text}<" in svg, text
+
+
+def test_a_long_timeline_draws_a_capped_number_of_bars_and_says_so() -> None:
+    spans = [Span(i % 3, f"{i % 3}.{i}", "append", "ok", i * 0.1, i * 0.1 + 0.05) for i in range(30)]
+    svg, note = timeline_svg(spans, [], max_bars=10)
+    assert len(_bars(svg, "ok")) == 10
+    assert note.startswith("The first 10 of 30 ops are drawn")
+
+
+def test_latency_throughput_and_conflict_plots() -> None:
+    history = _history_with_a_fault().history()
+    spans, faults = spans_of(history), faults_of(history)
+    lat = latency_svg(spans, faults)
+    assert ">append<" in lat and ">read<" in lat and ">nemesis: pause<" in lat  # markers per op kind, faults
+    assert ">4 completed ops<" in lat and "log" in lat
+    thr = throughput_svg(spans, faults)
+    assert all(f">{o}<" in thr for o in ("ok", "fail", "info"))
+    rate = conflict_rate_svg(spans, faults)
+    assert ">1 of 3 write ops failed on a concurrent commit (33.3%, dashed)<" in rate
+    for svg in (lat, thr, rate):
+        ET.fromstring(svg)  # well-formed, inline-able
+        assert "<text" in svg and "font-family" in svg  # svg.fonttype none: text, not glyph paths
+
+
+def test_no_ops_draws_placeholders_not_errors() -> None:
+    svg, note = timeline_svg([], [])
+    assert "no client ops" in svg and note == ""
+    assert "no completed client ops" in latency_svg([], [Fault("kill", 1.0, 2.0)])
+    assert "no completed write ops" in conflict_rate_svg([], [])
+
+
+def test_without_graphviz_the_dot_source_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graphs.shutil, "which", lambda name: None)
+    out = graphs.graph_html('digraph { "a" -> "b" }')
+    assert "not installed" in out and "&quot;a&quot; -&gt; &quot;b&quot;" in out and "<svg" not in out
+
+
+def test_with_graphviz_the_graph_is_inline_svg() -> None:
+    if shutil.which("dot") is None:
+        pytest.skip("needs Graphviz's dot (apt-get install graphviz)")
+    out = graphs.graph_html('digraph { "T1" -> "T2" }')
+    assert out.startswith('<div class="graph"><svg') and "<?xml" not in out and "T1" in out
+
+
+# -- pages of run folders -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cycle_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stored run (the simulator's, harness/bench/synth_run.py) with a G2
+    cycle spliced in: an anomaly that carries a DOT graph."""
+    run_dir = tmp_path_factory.mktemp("cycle") / "run"
+    write_run(run_dir, 200, concurrency=5, seed=11, inject="G2", checkpoint_interval=0)
+    res = run_cli("check", str(run_dir), timeout=120)
+    assert res.returncode == 1, res.stdout + res.stderr
+    return run_dir
+
+
+def test_a_failing_report_leaves_the_verdict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_run(run_dir, 60, concurrency=3, seed=2, inject="G2", checkpoint_interval=0)
+
+    def broken(*a: object, **k: object) -> Path:
+        raise RuntimeError("no room on the page")
+
+    monkeypatch.setattr(pipeline, "write_report", broken)
+    (run_dir / "report.html").write_text("an earlier check's page")
+    report = check_run(run_dir)
+    doc = load_results(run_dir)
+    assert report.verdict.value == doc["verdict"] == "invalid" and report.exit_code == 1
+    assert doc["report_error"] == "RuntimeError: no room on the page" and "report" not in doc
+    assert not (run_dir / "report.html").exists()  # no page with an earlier verdict left behind
+
+
+def test_the_report_of_a_cycle_shows_its_graph(cycle_run: Path) -> None:
+    doc = load_results(cycle_run)
+    assert doc["report"] == "report.html" and "report_error" not in doc
+    html = (cycle_run / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "INVALID" in html
+    [section] = re.findall(r'<section class="anomaly".*?</section>', html, re.S)
+    assert "<code>G2</code>" in section and "breaks spec <b>C15</b>" in section
+    assert '<div class="graph"><svg' in section and "rw-predicate" in section
+    assert html.index('id="anomalies"') < html.index('id="checkers"') < html.index('id="timeline"')
+    _offline(html)
+
+
+def _offline(html: str) -> None:
+    """Nothing the page could fetch: no script, stylesheet, image or font from anywhere."""
+    assert "<script" not in html and "<img" not in html and '<link rel="stylesheet"' not in html
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", html)
+    assert "@import" not in html and "url(http" not in html
+
+
+def test_a_stored_run_with_a_lost_write_gets_a_report_on_check(tmp_path: Path) -> None:
+    with tarfile.open(STORED) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith("append-delta-rs_lost-write")]
+        tar.extractall(tmp_path, members=members)
+    run_dir = tmp_path / "append-delta-rs_lost-write"
+    assert not (run_dir / "report.html").exists()  # no page with an earlier verdict left behind
+    res = run_cli("check", str(run_dir), timeout=120)
+    assert res.returncode == 1, res.stdout + res.stderr
+    html = (run_dir / "report.html").read_text()
+    sections = re.findall(r'<section class="anomaly".*?</section>', html, re.S)
+    lost = next(s for s in sections if "<code>lost-write</code>" in s)
+    assert "Lost write" in lost and "breaks spec <b>C7</b>" in lost and "<td>append</td>" in lost
+    assert "delta-jepsen run --workload append --engine delta-rs" in html  # the re-run command
+    assert f"delta-jepsen check {run_dir}" in html
+    _offline(html)
+
+
+# -- a real run, and a real browser ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def valid_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    results = tmp_path_factory.mktemp("valid") / "results"
+    res = run_cli(
+        "run",
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--workload",
+        "append",
+        "--time-limit",
+        "5",
+        "--concurrency",
+        "3",
+        "--results-dir",
+        str(results),
+        "--no-progress",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    return only_run_dir(results)
+
+
+@pytest.mark.integration
+def test_a_real_run_writes_its_report(valid_run: Path) -> None:
+    doc = load_results(valid_run)
+    assert doc["verdict"] == "valid" and doc["report"] == "report.html"
+    html = (valid_run / "report.html").read_text()
+    assert 'class="badge verdict-valid"' in html and html.index("VALID") < html.index('id="timeline"')
+    assert "None: no checker found an anomaly." in html
+    assert "engine <b>delta-rs</b>" in html and "storage <b>local</b>" in html and "workload <b>append</b>" in html
+    assert json.loads((valid_run / "spec.json").read_text())["repro"] in html.replace("&#x27;", "'")
+    assert "deltalake" in html  # package versions
+    for checker in doc["checkers"]:
+        assert f"<code>{checker['checker']}</code>" in html
+    _offline(html)
+    # Re-checking the folder writes the page again, and quickly.
+    t0 = time.monotonic()
+    assert run_cli("check", str(valid_run), timeout=120).returncode == 0
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.integration
+def test_a_browser_shows_both_reports(valid_run: Path, cycle_run: Path, tmp_path: Path) -> None:
+    from tests.browser import chromium_path, png_size, static_server, visit
+
+    chromium_path()
+    for name, run_dir, anomalies in (("valid", valid_run, 0), ("invalid", cycle_run, 1)):
+        shot = tmp_path / f"{name}.png"
+        with static_server(run_dir) as base:
+            v = visit(f"{base}/report.html", shot, [*PLOTS, ".anomaly", ".anomaly .graph svg", "#checkers"])
+        assert not v.console_errors and not v.page_errors, (name, v.console_errors, v.page_errors)
+        assert not v.foreign_requests(), (name, v.foreign_requests())
+        assert all(v.counts[p] >= 1 for p in PLOTS), (name, v.counts)
+        assert v.counts["#checkers"] == 1
+        assert v.counts[".anomaly"] == anomalies and v.counts[".anomaly .graph svg"] == anomalies, (name, v.counts)
+        assert v.title.startswith(name.upper())
+        width, height = png_size(shot)
+        assert width >= 1000 and height >= 800, (name, width, height)
