@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -131,23 +131,25 @@ def test_filters_by_engine_workload_and_verdict(tmp_path: Path) -> None:
     make_run(tmp_path, "append-delta-rs/20261101T110000", verdict="invalid", kinds=("duplicate",))
     make_run(tmp_path, "append-sail/20261101T120000", engine="sail", verdict="invalid")
     make_run(tmp_path, "bank-sail/20261101T130000", "bank", "sail", "valid")
+    make_run(tmp_path, "bank-sail/20261101T140000", "bank", "sail", verdict=None)
     contents = Catalog(tmp_path).scan()
 
     def shown(query: dict[str, list[str]]) -> int:
         return run_rows(index_page(contents, Filters.from_query(query), "results/"))
 
-    assert shown({}) == 4
+    assert shown({}) == 5
     assert shown({"engine": ["delta-rs"]}) == 2
     assert shown({"engine": ["sail"], "verdict": ["invalid"]}) == 1
-    assert shown({"workload": ["bank"]}) == 1
+    assert shown({"workload": ["bank"]}) == 2
     assert shown({"verdict": ["INVALID"]}) == 2
-    assert shown({"engine": [""], "workload": [""], "verdict": [""]}) == 4  # the form's "(all)"
+    assert shown(parse_qs("verdict=not+checked")) == 1
+    assert shown({"engine": [""], "workload": [""], "verdict": [""]}) == 5  # the form's "(all)"
     html = index_page(contents, Filters(engine="nope"), "results/")
     assert run_rows(html) == 0 and "No runs match these filters" in html
     # The form shows what is chosen, and offers what the root holds.
     html = index_page(contents, Filters(engine="sail", verdict="invalid"), "results/")
     assert '<option value="sail" selected>' in html and '<option value="invalid" selected>' in html
-    assert '<option value="delta-rs">' in html and "1 of 4 runs" in html
+    assert '<option value="delta-rs">' in html and '<option value="not checked">' in html and "1 of 5 runs" in html
     assert '<form class="filters" method="get" action="/">' in html
 
 
@@ -480,8 +482,10 @@ def test_a_browser_sees_the_index_and_follows_the_report(real_run: Path, tmp_pat
         assert filtered.counts["table#runs tr.run"] == 1
 
         if (run / "report.html").is_file():
-            rel = run.relative_to(root).as_posix()
-            report = visit(f"{live.url}{rel}/report.html", tmp_path / "report.png", ["body"])
+            # The link as the index gives it, followed.
+            link = f'href="/{run.relative_to(root).as_posix()}/report.html"'
+            assert link in raw_get(live.port, "/")[2].decode()
+            report = visit(live.url + link[len('href="/') : -1], tmp_path / "report.png", ["body"])
             assert not report.page_errors, report.page_errors
             assert not report.foreign_requests(), report.foreign_requests()
             assert report.counts["body"] == 1

@@ -289,7 +289,12 @@ class Catalog:
         for kind, folder in _walk(self.root):
             seen.add((kind, folder))
             value = self._cached(kind, folder)
-            {"run": runs, "conformance": conformance, "matrix": matrices}[kind].append(value)
+            if kind == "run":
+                runs.append(value)
+            elif kind == "conformance":
+                conformance.append(value)
+            else:
+                matrices.append(value)
         with self._lock:
             for key in [k for k in self._cache if k not in seen]:
                 del self._cache[key]  # a deleted folder's summary
