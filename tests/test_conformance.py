@@ -544,6 +544,9 @@ def test_conformance_cli_delta_rs_full_matrix(results_dir):
     assert md.split("## All cells")[1].count("\n| ") - 1 == len(doc["cells"])
     assert "`unpartitioned/Serializable/create>create`: deviates-safety" in md
     assert f"{len(doc['cells'])} cells" in r.stdout
+    assert f"[{len(doc['cells'])}/{len(doc['cells'])}] " in r.stderr  # progress, one line per cell
+    page = (root / "conformance.html").read_text()
+    assert 'id="conformance-grid"' in page and page.count('class="cell ') == len(doc["cells"])
 
 
 def test_conformance_cli_bad_input(results_dir):

@@ -54,6 +54,8 @@ def test_matrix_runs_every_cell_and_writes_the_table(tmp_path: Path) -> None:
     table = (root / "matrix.md").read_text()
     assert "| register | delta-rs | Serializable | yes | VALID |" in table
     assert table in res.stdout
+    assert "[2/2] register delta-rs " in res.stderr and "ETA 0s" in res.stderr  # progress, one line per cell
+    assert (root / "matrix.html").read_text().count('class="cell ') == 2
 
 
 def test_matrix_rejects_unknown_names() -> None:

@@ -19,12 +19,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     m.add_argument("--jobs", type=positive(int), default=1, help="cells run at once (default 1)")
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
+    m.add_argument("--no-progress", action="store_true", help="no progress line per cell on stderr")
+    m.add_argument("--junit-xml", metavar="PATH", default=None, help="also write one JUnit testcase per cell, for CI")
     return {"matrix": cmd_matrix}
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     import time
 
+    from harness.check import junit
     from harness.core.isolation import LEVELS as ISOLATION_LEVELS
     from harness.engines import ENGINE_NAMES, REMOTE_ENGINES
     from harness.matrices.workload import run_matrix
@@ -47,7 +50,19 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     levels = pick("isolation level", args.isolation, ISOLATION_LEVELS)
     if args.storage not in STORAGE_KINDS:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
+    target = junit.check_target(args.junit_xml)
     root = results_root(args.results_dir) / "matrix" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return run_matrix(
-        workloads, engines, levels, args.time_limit, args.concurrency, args.storage, args.jobs, root, args.seed
-    )
+    with junit.recording(target, "delta-jepsen.matrix", "delta-jepsen.matrix") as rec:
+        return run_matrix(
+            workloads,
+            engines,
+            levels,
+            args.time_limit,
+            args.concurrency,
+            args.storage,
+            args.jobs,
+            root,
+            args.seed,
+            show_progress=not args.no_progress,
+            rec=rec,
+        )

@@ -4,8 +4,9 @@ summarised as the README's workload matrix.
 Each cell is an ordinary `delta-jepsen run` in its own process (its own
 storage server, engine nodes and run folder, so a cell that hangs or crashes
 cannot take the others with it); the matrix reads back each cell's
-results.json. Output: matrix.md (the table) and matrix.json next to the cell
-runs, and the table on stdout.
+results.json. Output: matrix.md (the table), matrix.json and matrix.html
+next to the cell runs, the table on stdout, and with --junit-xml one JUnit
+testcase per cell.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.check import junit
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass
 from harness.core.procs import ManagedProcess, install_signal_handlers, python_argv
+from harness.matrices.progress import CellProgress
+from harness.matrices.workload_html import render_html
 from harness.run.plan import RunSpec, TestPlan
 
 # A cell's run has its own op timeouts; this bounds setup, teardown and the
@@ -47,6 +51,15 @@ class Cell:
     run_dir: str | None = None
     repro: str | None = None
     note: str = ""
+    ops: int | None = None
+    ok: int | None = None
+    fail: int | None = None
+    info: int | None = None
+    seconds: float | None = None  # the cell's wall clock: setup, run, check and teardown
+
+    @property
+    def name(self) -> str:
+        return f"{self.workload} {self.engine} {self.isolation}"
 
 
 def _supported(h: dict[str, Any]) -> str:
@@ -69,6 +82,7 @@ def _cell_from_results(cell: Cell, run_dir: Path) -> None:
     cell.repro = doc.get("repro")
     cell.verdict = doc["verdict"].upper()
     cell.ops_per_s = h.get("ops_per_s")
+    cell.ops, cell.ok, cell.fail, cell.info = h.get("ops"), h.get("ok"), h.get("fail"), h.get("info")
     cell.conflict_rate = h.get("conflict_rate")
     cell.error_classes = h.get("error_classes", {})
     cell.supported = _supported(h)
@@ -136,6 +150,7 @@ def run_cell(
     TestPlan.build(spec)
     argv = python_argv("harness.cli", "run", *spec.cli_args(), "--results-dir", str(root / "cells"), "--no-progress")
     log = root / "logs" / f"{cell.workload}-{cell.engine}-{cell.isolation}.log"
+    t0 = time.monotonic()
     proc = ManagedProcess(f"cell {cell.workload} {cell.engine} {cell.isolation}", argv, log).start()
     with cells.lock:
         cells.live.add(proc)
@@ -149,6 +164,7 @@ def run_cell(
         cell.verdict, cell.note = "HUNG", f"no result within {time_limit + CELL_SLACK_S:.0f} s"
         return cell
     finally:
+        cell.seconds = round(time.monotonic() - t0, 3)
         with cells.lock:
             cells.live.discard(proc)
     code = proc.proc.returncode
@@ -195,6 +211,55 @@ def render(cells: list[Cell], time_limit: float, concurrency: int, storage: str)
     return "\n".join(lines) + "\n"
 
 
+def junit_suite(cells: list[Cell], seconds: float) -> junit.Suite:
+    """One testcase per cell: INVALID a failure carrying its anomaly kinds,
+    UNKNOWN (or a cell never run) skipped with the reason, a cell with no
+    result (ERROR, HUNG) an error."""
+    suite = junit.Suite("delta-jepsen.matrix", time=seconds)
+    for c in cells:
+        case = junit.Case(c.isolation, f"delta-jepsen.matrix.{c.workload}.{c.engine}", time=c.seconds or 0.0)
+        evidence = "\n".join(
+            filter(
+                None,
+                [
+                    f"verdict: {c.verdict}" + (f" ({c.note})" if c.note else ""),
+                    f"supported: {c.supported}",
+                    f"ops: {c.ops} ({c.ok} ok, {c.fail} fail, {c.info} info), {c.ops_per_s} ops/s"
+                    if c.ops is not None
+                    else "",
+                    f"anomalies: {', '.join(c.anomalies)}" if c.anomalies else "",
+                    f"run folder: {c.run_dir}" if c.run_dir else "",
+                    f"re-run: {c.repro}" if c.repro else "",
+                ],
+            )
+        )
+        if c.verdict == "INVALID":
+            kinds = sorted({a.split(" (")[0] for a in c.anomalies})
+            case.outcome, case.type = junit.FAILURE, ",".join(kinds) or "invalid"
+            case.message = f"anomalies: {', '.join(c.anomalies)}" if c.anomalies else c.note or "invalid"
+            case.text = evidence
+        elif c.verdict in ("ERROR", "HUNG"):
+            case.outcome, case.type, case.message, case.text = junit.ERROR, c.verdict.lower(), c.note, evidence
+        elif c.verdict != "VALID":
+            case.outcome, case.message, case.text = junit.SKIPPED, f"{c.verdict}: {c.note}".strip(": "), evidence
+        else:
+            case.system_out = evidence
+        suite.cases.append(case)
+    return suite
+
+
+def write_pages(
+    cells: list[Cell], root: Path, time_limit: float, concurrency: int, storage: str, seconds: float
+) -> str:
+    """matrix.md, matrix.json and matrix.html; returns the markdown table."""
+    table = render(cells, time_limit, concurrency, storage)
+    setup = f"each cell: delta-jepsen run for {time_limit:g} s at concurrency {concurrency}, storage {storage}"
+    (root / "matrix.md").write_text(table)
+    (root / "matrix.json").write_text(json.dumps([asdict(c) for c in cells], indent=2) + "\n")
+    (root / "matrix.html").write_text(render_html([asdict(c) for c in cells], root, setup, seconds))
+    return table
+
+
 def run_matrix(
     workloads: list[str],
     engines: list[str],
@@ -205,24 +270,21 @@ def run_matrix(
     jobs: int,
     root: Path,
     seed: int,
+    show_progress: bool = True,
+    rec: junit.Recorder | None = None,
 ) -> int:
     cells = [Cell(w, e, lvl) for w in workloads for e in engines for lvl in levels]
     root.mkdir(parents=True, exist_ok=True)
     print(f"matrix: {len(cells)} cells, {jobs} at a time, into {root}", file=sys.stderr)
     t0 = time.monotonic()
-    done = 0
     running = _Cells()
+    bar = CellProgress(len(cells), enabled=show_progress)
     install_signal_handlers()
 
     def one(cell: Cell) -> Cell:
-        nonlocal done
+        bar.started(cell.name)
         run_cell(cell, root, time_limit, concurrency, storage, seed, running)
-        done += 1
-        print(
-            f"  [{done}/{len(cells)}] {cell.workload} {cell.engine} {cell.isolation}: {cell.verdict} "
-            f"{cell.supported} ({time.monotonic() - t0:.0f} s)",
-            file=sys.stderr,
-        )
+        bar.finished(cell.name, f"{cell.verdict} {cell.supported}")
         return cell
 
     pool = ThreadPoolExecutor(jobs)
@@ -231,11 +293,20 @@ def run_matrix(
     except KeyboardInterrupt:
         running.interrupt()
         pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+        # What did finish is kept, as a run keeps its partial history.
+        for c in cells:
+            if c.verdict == "?":
+                c.verdict, c.note = "SKIPPED", "interrupted"
+        write_pages(cells, root, time_limit, concurrency, storage, time.monotonic() - t0)
+        if rec is not None:
+            rec.suites.append(junit_suite(cells, time.monotonic() - t0))
         raise
     pool.shutdown()
-    table = render(cells, time_limit, concurrency, storage)
-    (root / "matrix.md").write_text(table)
-    (root / "matrix.json").write_text(json.dumps([asdict(c) for c in cells], indent=2) + "\n")
+    bar.close()
+    table = write_pages(cells, root, time_limit, concurrency, storage, time.monotonic() - t0)
+    if rec is not None:
+        rec.suites.append(junit_suite(cells, time.monotonic() - t0))
     print(table, end="")
     bad = [c for c in cells if c.verdict in ("ERROR", "HUNG")]
     if bad:

@@ -1,5 +1,6 @@
 """`delta-jepsen conformance`: run the matrix on one engine and write
-conformance.md and conformance.json.
+conformance.md, conformance.json and conformance.html (and, with
+--junit-xml, one JUnit testcase per cell).
 
 Cells run in a worker process (harness.matrices.conformance.cell_worker), one at a time,
 each bounded by a timeout: a hung cell is recorded as an error and the
@@ -26,6 +27,7 @@ from typing import Any
 
 from checkers import serializability
 from checkers.base import Verdict
+from harness.check import junit
 from harness.core.errors import HarnessError
 from harness.core.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
 from harness.core.isolation import LEVELS as ISOLATION_LEVELS
@@ -33,21 +35,26 @@ from harness.core.procs import ManagedProcess, python_argv
 from harness.deltalog import read_log
 from harness.engines import make_engine
 from harness.matrices.conformance import cells as C
+from harness.matrices.conformance.html import render_html
 from harness.matrices.conformance.rows import COLUMNS, SETUP, plans, serial_outcomes
 from harness.matrices.conformance.verdict import (
+    AVAILABILITY,
     COMMITTED,
     ERROR,
+    EXCEPTION_CLASS,
     NOOP,
     SAFETY,
     UNCONTROLLED,
     UNJUDGED,
     V_ERROR,
+    V_UNSUPPORTED,
     VERDICTS,
     Observation,
     TxnResult,
     allowed_classes,
     judge,
 )
+from harness.matrices.progress import CellProgress
 from harness.run.results import results_root
 
 CELL_TIMEOUT_S = 90.0
@@ -316,6 +323,7 @@ def run_cells(
     timeout: float = CELL_TIMEOUT_S,
     progress: Callable[[CellResult], None] | None = None,
     jobs: int = 1,
+    started: Callable[[C.Cell], None] | None = None,
 ) -> list[CellResult]:
     """Run `cells` in `jobs` workers at once, each with its own storage and
     nodes (under root/job<i>/ when jobs > 1); results in the cells' order."""
@@ -339,6 +347,9 @@ def run_cells(
                     i, cell = todo.get_nowait()
                 except queue.Empty:
                     return
+                if started:
+                    with lock:
+                        started(cell)
                 reply = worker.run(cell, tables, timeout)
                 if "obs" in reply:
                     obs = Observation.from_json(reply["obs"])
@@ -450,7 +461,7 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
     return "\n".join(lines) + "\n"
 
 
-def write_report(root: Path, engine: str, results: list[CellResult], seconds: float) -> None:
+def write_report(root: Path, engine: str, results: list[CellResult], seconds: float) -> dict[str, Any]:
     versions = make_engine(engine).versions()
     doc = {
         "engine": engine,
@@ -461,6 +472,51 @@ def write_report(root: Path, engine: str, results: list[CellResult], seconds: fl
     }
     (root / "conformance.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     (root / "conformance.md").write_text(render_markdown(engine, results, seconds, versions))
+    (root / "conformance.html").write_text(render_html(doc))
+    return doc
+
+
+_DEVIATIONS = (SAFETY, AVAILABILITY, EXCEPTION_CLASS)
+_NOT_JUDGED = (V_UNSUPPORTED, UNCONTROLLED, UNJUDGED)
+
+
+def junit_suite(doc: dict[str, Any]) -> junit.Suite:
+    """One testcase per cell of a conformance.json document: a deviation is
+    a failure (its type the verdict), a cell the harness could not judge is
+    skipped with the reason, an error cell an error."""
+    engine = str(doc.get("engine"))
+    suite = junit.Suite(f"delta-jepsen.conformance.{engine}", time=float(doc.get("seconds") or 0.0))
+    for c in doc.get("cells") or []:
+        obs = c.get("observation") or {}
+        case = junit.Case(
+            str(c["id"]), f"delta-jepsen.conformance.{engine}.{c.get('claim')}", time=float(obs.get("seconds") or 0)
+        )
+        verdict, why = str(c.get("verdict")), str(c.get("why") or "")
+        raw = [f"{side}: {(obs.get(side) or {}).get('raw')}" for side in ("winner", "loser")]
+        evidence = "\n".join(
+            [
+                f"claim: {c.get('claim')} (rule {c.get('rule')})",
+                f"operations: {c.get('operations')}, {c.get('order')}",
+                f"level: {c.get('judged_level')} (asked {c.get('level')}), layout: {c.get('layout')}"
+                + (" + deletion vectors" if c.get("dv") else ""),
+                f"expected: {c.get('expected')}",
+                f"observed: {c.get('observed')}",
+                f"checker: {obs.get('checker_verdict') or 'not run'}",
+                *([f"why: {why}"] if why else []),
+                *(line for line in raw if not line.endswith(": None") and not line.endswith(": ")),
+            ]
+        )
+        headline = f"{c.get('claim')}: expected {c.get('expected')}, observed {c.get('observed')}"
+        if verdict in _DEVIATIONS:
+            case.outcome, case.type, case.message, case.text = junit.FAILURE, verdict, headline, evidence
+        elif verdict in _NOT_JUDGED:
+            case.outcome, case.message, case.text = junit.SKIPPED, f"{verdict}: {why}"[:1000], evidence
+        elif verdict == V_ERROR:
+            case.outcome, case.type, case.message, case.text = junit.ERROR, verdict, why[:1000], evidence
+        else:
+            case.system_out = evidence
+        suite.cases.append(case)
+    return suite
 
 
 def select(cells: list[C.Cell], pattern: str | None) -> list[C.Cell]:
@@ -483,6 +539,8 @@ def run_conformance(
     timeout: float = CELL_TIMEOUT_S,
     verbose: bool = True,
     jobs: int = 1,
+    show_progress: bool = True,
+    rec: junit.Recorder | None = None,
 ) -> int:
     """The whole matrix (or the cells matching `pattern`); exit 1 on any
     safety deviation, 3 if any cell could not be judged."""
@@ -493,8 +551,10 @@ def run_conformance(
     cells = select(C.all_cells(), pattern)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    bar = CellProgress(len(cells), enabled=verbose and show_progress)
 
     def progress(r: CellResult) -> None:
+        bar.finished(r.cell.id, r.verdict)
         if verbose and r.verdict != "conforms":
             print(
                 f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
@@ -502,15 +562,20 @@ def run_conformance(
                 file=sys.stderr,
             )
 
-    results = run_cells(engine, cells, root, timeout, progress, jobs)
+    try:
+        results = run_cells(engine, cells, root, timeout, progress, jobs, started=lambda c: bar.started(c.id))
+    finally:
+        bar.close()
     seconds = time.monotonic() - t0
-    write_report(root, engine, results, seconds)
+    doc = write_report(root, engine, results, seconds)
+    if rec is not None:
+        rec.suites.append(junit_suite(doc))
     counts = Counter(r.verdict for r in results)
     print(
         f"conformance {engine}: {len(results)} cells in {seconds:.0f} s: "
         + ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v])
     )
-    print(f"report: {root / 'conformance.md'}")
+    print(f"report: {root / 'conformance.md'} (and conformance.html)")
     return exit_code(counts)
 
 
@@ -546,6 +611,8 @@ def add_parser(sub: Any) -> None:
     c.add_argument(
         "--jobs", type=int, default=1, help="workers at once, each with its own storage and nodes (default 1)"
     )
+    c.add_argument("--no-progress", action="store_true", help="no progress line per cell on stderr")
+    c.add_argument("--junit-xml", metavar="PATH", default=None, help="also write one JUnit testcase per cell, for CI")
 
 
 def cmd_conformance(args: Any) -> int:
@@ -553,5 +620,11 @@ def cmd_conformance(args: Any) -> int:
         raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
     if args.jobs < 1:
         raise HarnessError(f"--jobs must be >= 1: {args.jobs!r}")
+    target = junit.check_target(args.junit_xml)
     root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return run_conformance(args.engine, root, args.cells, args.cell_timeout, jobs=args.jobs)
+    name = f"delta-jepsen.conformance.{args.engine}"
+    with junit.recording(target, name, name) as rec:
+        progress = not args.no_progress
+        return run_conformance(
+            args.engine, root, args.cells, args.cell_timeout, jobs=args.jobs, show_progress=progress, rec=rec
+        )
