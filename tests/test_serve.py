@@ -168,16 +168,20 @@ def test_walk_finds_matrix_cells_and_reports_and_skips_tables_and_symlinks(tmp_p
     (cf / "conformance.json").write_text(json.dumps({"engine": "delta-rs", "seconds": 81.0, "counts": {"conforms": 9}}))
     (cf / "conformance.md").write_text("# conformance\n")
     make_run(cf, "tables/cell-1/20261103T070001")  # conformance cell tables are not runs
+    # A matrix still running (no matrix.md yet): listed, its cells too.
+    make_run(tmp_path, "matrix/20261104T000000/cells/upsert-sail/20261104T000001", "upsert", "sail", None)
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
     make_run(outside, "append-sail/20261101T100000", engine="sail")
     (tmp_path / "elsewhere").symlink_to(outside)
 
     contents = Catalog(tmp_path).scan()
     assert [r.rel for r in contents.runs] == [
+        "matrix/20261104T000000/cells/upsert-sail/20261104T000001",
         "matrix/20261102T080000/cells/bank-delta-rs/20261102T080001",
         "append-delta-rs/20261101T100000",
     ]
-    [m] = contents.matrices
+    running, m = contents.matrices
+    assert (running.rel, running.cells, running.files) == ("matrix/20261104T000000", None, ())
     assert (m.rel, m.cells, m.verdicts, m.files) == (
         "matrix/20261102T080000",
         1,

@@ -242,10 +242,14 @@ def _walk(root: Path) -> Iterator[tuple[str, Path]]:
         if "spec.json" in names and "history.jsonl" in names:
             yield "run", folder
             continue  # a run folder holds no other run
-        if names & {"conformance.json", "conformance.md"} and folder.parent.name.startswith("conformance-"):
+        # A matrix or conformance folder is listed from its first moment (by
+        # its stamp), so one still running, or interrupted, shows too.
+        stamped = stamp_time(folder.name) is not None
+        reports = names & {"conformance.json", "conformance.md"}
+        if folder.parent.name.startswith("conformance-") and (stamped or reports):
             yield "conformance", folder
-            continue
-        if names & {"matrix.json", "matrix.md"}:
+            continue  # its cell tables hold no runs
+        if names & {"matrix.json", "matrix.md"} or (stamped and folder.parent.name == "matrix"):
             yield "matrix", folder
         if depth >= MAX_DEPTH:
             continue
