@@ -5,7 +5,11 @@ harness error <error>, never a failure."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import tarfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from harness.check import junit
 from harness.check.pipeline import Report
 from harness.core.errors import HarnessError
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 SCHEMA = Path(__file__).parent / "fixtures" / "junit.xsd"
 ARCHIVE = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
@@ -166,3 +170,41 @@ def test_a_real_run_writes_junit(tmp_path: Path, schema: xmlschema.XMLSchema) ->
     assert checkers and sorted(got) == sorted(checkers)
     assert all(c.find("failure") is None and c.find("error") is None for c in got.values())
     assert {c.get("classname") for c in got.values()} == {"delta-jepsen.append.delta-rs"}
+
+
+@pytest.mark.integration
+def test_an_interrupted_run_is_reported_as_such(tmp_path: Path, schema: xmlschema.XMLSchema) -> None:
+    """Exit 130 checks the partial history: its verdicts are written, and one
+    <error> says the run did not finish, so CI never reads it as a pass."""
+    pytest.importorskip("deltalake")
+    out, results = tmp_path / "junit.xml", tmp_path / "results"
+    argv = ["run", "--engine", "delta-rs", "--storage", "local", "--time-limit", "120", "--no-progress"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *argv, "--results-dir", str(results), "--junit-xml", str(out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            runs = list(results.glob("*/*/history.jsonl"))
+            if runs and runs[0].read_text().count('"type":"ok"') >= 6:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run made no progress")
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stdout + stderr
+    schema.validate(str(out))
+    got = cases(out)
+    error = got["interrupted"].find("error")
+    assert error is not None and "interrupted" in error.get("message", "")
+    assert "durability" in got  # the partial run's checkers are there too

@@ -165,6 +165,25 @@ def test_progress_counts_cells_and_estimates_what_is_left() -> None:
     assert (duration(5), duration(65), duration(3725)) == ("5s", "1m05s", "1h02m")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_status_line_names_the_running_cells() -> None:
+    out = _Terminal()
+    bar = CellProgress(2, stream=out)
+    bar.started("a")
+    bar.started("b")
+    bar.finished("a", "VALID")
+    text = out.getvalue()
+    assert "[0/2] running a, b  elapsed 0s, ETA ?" in text
+    assert "\r\x1b[K[1/2] a: VALID  elapsed 0s, ETA 0s\n[1/2] running b" in text  # the status line is rewritten
+    bar.finished("b", "VALID")
+    bar.close()
+    assert out.getvalue().endswith("[2/2] b: VALID  elapsed 0s, ETA 0s\n")
+
+
 def _page_in_browser(root: Path, name: str, grid: str, shot: Path) -> dict[str, int]:
     with static_server(root) as base:
         v = visit(f"{base}/{name}", shot, [f"{grid} .cell"])

@@ -142,6 +142,9 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
     rec.suites.append(junit.report_suite(report))
     print(report.summary, end="")
     if outcome.interrupted:
+        # The partial run's verdicts stand, but CI must not read them as a whole run.
+        why = "interrupted (SIGINT/SIGTERM): the verdicts are the partial history's"
+        rec.suites[-1].cases.append(junit.error_case("interrupted", rec.classname, why))
         return EXIT_INTERRUPTED
     if outcome.fatal:
         raise HarnessError(outcome.fatal)
