@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 import harness.check.pipeline as pipeline
+from checkers.base import Anomaly, CheckResult, Verdict
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
-from harness.check.report import graphs
+from harness.check.report import graphs, render_report
 from harness.check.report.plots import (
     Fault,
     Span,
@@ -134,6 +135,27 @@ def test_with_graphviz_the_graph_is_inline_svg() -> None:
         pytest.skip("needs Graphviz's dot (apt-get install graphviz)")
     out = graphs.graph_html('digraph { "T1" -> "T2" }')
     assert out.startswith('<div class="graph"><svg') and "<?xml" not in out and "T1" in out
+
+
+def test_many_anomalies_of_a_kind_show_a_few_and_a_count(tmp_path: Path) -> None:
+    """A page from the least a folder may hold (no results beyond the
+    verdict, an empty spec): many instances of one kind are summarised."""
+    history = _history_with_a_fault().history()
+    stale = [Anomaly("stale-read", "C12", f"read {n} was stale", ops=["1.2"], versions=[1]) for n in range(8)]
+    lost = Anomaly("lost-write", "C7", "op 0.1 is not in the log", ops=["0.1"], rows=[1])
+    results = [
+        CheckResult("read-validity", Verdict.INVALID, "8 stale reads", stale),
+        CheckResult("durability", Verdict.INVALID, "1 lost write", [lost]),
+    ]
+    html = render_report(tmp_path, doc={"verdict": "invalid"}, results=results, history=history, spec={}, run={})
+    assert html.count('<section class="anomaly"') == 5 + 1
+    assert "... 3 more <code>stale-read</code> anomalies of <code>read-validity</code> in results.json." in html
+    kinds = re.search(r"<table id=anomaly-kinds>.*?</table>", html, re.S)
+    assert kinds and "<td>Stale read</td><td>C12</td><td class=num>8</td>" in kinds.group(0)
+    assert '<a href="#anomaly-durability-1">first</a>' in html and 'id="anomaly-durability-1"' in html
+    assert "rows (1): <code>1</code>" in html
+    # The anomalies' ops are outlined on the timeline.
+    assert 'id="tl-anomaly"' in html
 
 
 # -- pages of run folders -----------------------------------------------------------

@@ -24,6 +24,7 @@ from harness.core.history import COMPLETIONS, ErrorClass, History
 __all__ = [
     "MAX_LATENCY_POINTS",
     "MAX_TIMELINE_BARS",
+    "MAX_VERSION_MARKS",
     "Fault",
     "Span",
     "conflict_rate_svg",
@@ -38,6 +39,7 @@ __all__ = [
 # a path with its own tooltip); the page says how many were left out.
 MAX_TIMELINE_BARS = 6000
 MAX_LATENCY_POINTS = 20000
+MAX_VERSION_MARKS = 1000
 _TOOLTIP_VALUE_CHARS = 160
 
 OUTCOMES = ("ok", "fail", "info")
@@ -174,9 +176,19 @@ def _figure(width: float, height: float) -> Any:
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height))
     FigureCanvasSVG(fig)
     return fig
+
+
+def _axes(fig: Any, left: float = 1.0, right: float = 1.9, top: float = 0.35, bottom: float = 0.6) -> Any:
+    """Axes with fixed margins in inches (the legend sits in the right one).
+    A layout engine would draw every figure twice to measure it: double the
+    time for a few thousand bars, for margins that never change."""
+    w, h = fig.get_size_inches()
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h)
+    return ax
 
 
 def _svg(fig: Any, salt: str, titles: dict[str, Sequence[str]] | None = None) -> str:
@@ -251,11 +263,17 @@ def _lane_order(spans: Sequence[Span]) -> list[int | str]:
 # -- the plots -----------------------------------------------------------------
 
 
-def timeline_svg(spans: Sequence[Span], faults: Sequence[Fault], max_bars: int = MAX_TIMELINE_BARS) -> tuple[str, str]:
+def timeline_svg(
+    spans: Sequence[Span],
+    faults: Sequence[Fault],
+    max_bars: int = MAX_TIMELINE_BARS,
+    highlight: frozenset[str] = frozenset(),
+) -> tuple[str, str]:
     """One lane per process, a bar per op from invoke to completion, coloured
     by outcome, with a tooltip per bar; committed versions on a lane of their
-    own above; nemesis intervals shaded across every lane. Returns the SVG and
-    a note ("" unless bars were left out)."""
+    own above; nemesis intervals shaded across every lane; the ops named in
+    `highlight` (an anomaly's) outlined. Returns the SVG and a note ("" unless
+    bars were left out)."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
@@ -263,17 +281,18 @@ def timeline_svg(spans: Sequence[Span], faults: Sequence[Fault], max_bars: int =
     note = ""
     if len(spans) > max_bars:
         note = (
-            f"The first {max_bars} of {len(spans)} ops are drawn (to t = {spans[max_bars - 1].start:.1f} s); "
-            "the latency and throughput plots below cover all of them."
+            f"The first {max_bars} of {len(spans)} ops are drawn (to t = {spans[max_bars - 1].start:.1f} s)"
+            + (", and every op an anomaly names" if highlight else "")
+            + "; the latency and throughput plots below cover all of them."
         )
-        spans = spans[:max_bars]
+        spans = spans[:max_bars] + [s for s in spans[max_bars:] if s.id in highlight]
     lanes = _lane_order(spans)
     height = min(22.0, 1.6 + 0.3 * (len(lanes) + 1))
     fig = _figure(14, max(3.0, height))
     if not spans:
         return _empty(fig, "timeline", "no client ops in the history"), note
     lo, hi = _time_range(spans, faults)
-    ax = fig.add_subplot()
+    ax = _axes(fig, left=1.1)
     row = {p: i + 1 for i, p in enumerate(lanes)}  # lane 0 is the versions lane
     # A bar narrower than a pixel would vanish: give every op a visible width.
     min_w = (hi - lo) / 3000
@@ -295,16 +314,39 @@ def timeline_svg(spans: Sequence[Span], faults: Sequence[Fault], max_bars: int =
         )
         titles[gid] = [tooltip(s) for s in group]
         handles.append(Patch(color=VERDICT_COLOURS[outcome], label=f"{outcome} ({len(group)})"))
+    marked = [s for s in spans if s.id in highlight]
+    if marked:
+        outlines = []
+        for s in marked:
+            y, x0 = row[s.process], s.start
+            x1 = max(s.end if s.end is not None else hi, x0 + min_w)
+            outlines.append([(x0, y - 0.48), (x1, y - 0.48), (x1, y + 0.48), (x0, y + 0.48)])
+        ax.add_collection(
+            PolyCollection(outlines, facecolors="none", edgecolors="#000", linewidths=1.6, gid="tl-anomaly", zorder=4)
+        )
+        titles["tl-anomaly"] = ["in an anomaly: " + tooltip(s) for s in marked]
+        handles.append(Patch(facecolor="none", edgecolor="#000", label=f"in an anomaly ({len(marked)})"))
     commits = sorted((s for s in spans if s.commits), key=lambda s: s.end or 0.0)
-    if commits:
+    if len(commits) > MAX_VERSION_MARKS:
+        # One path for all of them: a mark per commit, each its own element
+        # with a tooltip, would double the drawing time of a long run (the
+        # bars' tooltips still name each op's version).
+        xs = [x for s in commits for x in (s.end, s.end, math.nan)]
+        ys = [y for _ in commits for y in (0.35, -0.3, math.nan)]
+        ax.plot(xs, ys, color="#333", lw=0.6, zorder=3, gid="tl-versions-comb")
+    elif commits:
         # Marks narrow enough that hundreds of commits stay a comb, not a bar.
         w = (hi - lo) / max(400, 4 * len(commits))
         tris = [[(s.end, 0.35), (s.end - w, -0.3), (s.end + w, -0.3)] for s in commits if s.end is not None]
         ax.add_collection(PolyCollection(tris, facecolors="#333", edgecolors="none", gid="tl-versions", zorder=3))
         titles["tl-versions"] = [f"v{s.version} committed by op {s.id} at t = {s.end:.3f} s" for s in commits]
-        every = math.ceil(len(commits) / 30)
-        for s in commits[::every]:
-            ax.annotate(f"v{s.version}", (s.end, -0.35), fontsize=7, ha="center", va="bottom", color="#333")
+    if commits:
+        # Labels at least a label's width apart; the tooltips name every version.
+        gap, last = (hi - lo) / 20, -math.inf
+        for s in commits:
+            if s.end is not None and s.end - last >= gap:
+                ax.annotate(f"v{s.version}", (s.end, -0.35), fontsize=7, ha="center", va="bottom", color="#333")
+                last = s.end
     ax.set_xlim(lo, hi + (hi - lo) * 0.01)
     ax.set_ylim(len(lanes) + 0.7, -1.1)
     ax.set_yticks(range(len(lanes) + 1), ["versions", *(f"process {p}" for p in lanes)], fontsize=8)
@@ -331,7 +373,7 @@ def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int 
     if not done:
         return _empty(fig, "latency", "no completed client ops")
     shown = _stride(done, max_points)
-    ax = fig.add_subplot()
+    ax = _axes(fig)
     handles = _shade(ax, faults)
     kinds = sorted({s.f for s in shown})
     marker = {f: _MARKERS[i % len(_MARKERS)] for i, f in enumerate(kinds)}
@@ -394,7 +436,7 @@ def throughput_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
     for s in done:
         i = min(n - 1, int((s.end - lo) / width))  # type: ignore[operator]
         counts.setdefault(s.type, [0] * n)[i] += 1
-    ax = fig.add_subplot()
+    ax = _axes(fig)
     handles = _shade(ax, faults)
     edges = [lo + i * width for i in range(n + 1)]
     for o in OUTCOMES:
@@ -424,7 +466,7 @@ def conflict_rate_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
         conflicts[i] += s.is_conflict
     xs = [lo + (i + 0.5) * width for i in range(n)]
     rate = [100 * c / t if t else math.nan for c, t in zip(conflicts, total, strict=True)]
-    ax = fig.add_subplot()
+    ax = _axes(fig)
     handles = _shade(ax, faults)
     (line,) = ax.plot(xs, rate, color=VERDICT_COLOURS["fail"], marker="o", ms=3, lw=1.2, label="conflict rate")
     handles.insert(0, line)

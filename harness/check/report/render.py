@@ -26,12 +26,12 @@ from harness.check.report.plots import (
 )
 from harness.core.history import ErrorClass, History, Op
 
-__all__ = ["MAX_ANOMALIES_PER_CHECKER", "REPORT_NAME", "render_report", "write_report"]
+__all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "render_report", "write_report"]
 
 REPORT_NAME = "report.html"
 # A checker that finds thousands of anomalies (one broken commit can make
 # every later read stale) would bury the first ones: the rest are in results.json.
-MAX_ANOMALIES_PER_CHECKER = 25
+MAX_ANOMALIES_PER_KIND = 5
 MAX_GRAPHS = 30
 _MAX_OPS_PER_ANOMALY = 30
 
@@ -51,6 +51,7 @@ header .verdict .badge { font-size: 18px; padding: 2px 14px; }
 .stats td { padding: 2px 10px; }
 .num { text-align: right; font-variant-numeric: tabular-nums; }
 nav a { margin-right: 12px; }
+#checkers td:first-child { white-space: nowrap; }
 """
 
 
@@ -92,7 +93,7 @@ def render_report(
         _commands(run_dir, doc, run),
         _anomalies(run_dir, results, ops),
         _checkers(results),
-        _timeline(spans, faults),
+        _timeline(spans, faults, frozenset(o for r in results for a in r.anomalies for o in a.ops)),
         _plot_section("latency", "Latency", latency_svg(spans, faults)),
         _plot_section("throughput", "Throughput", throughput_svg(spans, faults)),
         _errors(doc, spans, faults),
@@ -194,6 +195,15 @@ def _op_row(op_id: str, ops: dict[str, Op]) -> str:
     )
 
 
+def _rows(rows: list[Any]) -> str:
+    if all(isinstance(r, int | str | float) for r in rows):
+        # Row ids: one wrapped line reads better than a column of numbers.
+        more = f" (first 200 of {len(rows)})" if len(rows) > 200 else f" ({len(rows)})"
+        return f"<div>rows{more}: <code>{esc(', '.join(map(str, rows[:200])))}</code></div>"
+    more = f" (first 20 of {len(rows)})" if len(rows) > 20 else ""
+    return f"<div>rows{more}:</div><pre>{esc(chr(10).join(json.dumps(r, default=str) for r in rows[:20]))}</pre>"
+
+
 def _anomaly(run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op], with_graph: bool) -> str:
     claim = f"breaks spec <b>{esc(a.claim)}</b>" if a.claim else "evidence against several claims (no one claim)"
     parts = [
@@ -212,9 +222,7 @@ def _anomaly(run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op]
     if a.versions:
         parts.append(f"<div>versions: <code>{esc(', '.join(map(str, a.versions[:100])))}</code></div>")
     if a.rows:
-        shown = a.rows[:20]
-        more = f" (first 20 of {len(a.rows)})" if len(a.rows) > 20 else ""
-        parts.append(f"<div>rows{more}:</div><pre>{esc(chr(10).join(json.dumps(r, default=str) for r in shown))}</pre>")
+        parts.append(_rows(a.rows))
     dot = a.details.get("dot") if a.details else None
     if dot and with_graph:
         svg_file = run_dir / "anomalies" / f"{checker}-{n:03d}-{a.kind}.svg"
@@ -235,19 +243,34 @@ def _anomalies(run_dir: Path, results: Sequence[CheckResult], ops: dict[str, Op]
     total = sum(len(r.anomalies) for r in results)
     if not total:
         return '<section id="anomalies"><h2>Anomalies</h2><p>None: no checker found an anomaly.</p></section>'
-    out = [f'<section id="anomalies"><h2>Anomalies ({total})</h2>']
-    graphs = 0
+    # One row per kind first: a broken commit can make hundreds of reads
+    # stale, and the kinds, not the instances, say what went wrong.
+    kinds: dict[tuple[str, str], list[tuple[int, Anomaly]]] = {}
     for r in results:
         for n, a in enumerate(r.anomalies, start=1):
-            if n > MAX_ANOMALIES_PER_CHECKER:
-                out.append(
-                    f"<p class=muted>... {len(r.anomalies) - MAX_ANOMALIES_PER_CHECKER} more anomalies of "
-                    f"<code>{esc(r.checker)}</code> in results.json.</p>"
-                )
-                break
+            kinds.setdefault((r.checker, a.kind), []).append((n, a))
+    rows = "".join(
+        f"<tr><td><code>{esc(checker)}</code></td><td><code>{esc(kind)}</code></td><td>{esc(found[0][1].title)}</td>"
+        f"<td>{esc(', '.join(sorted({a.claim or '-' for _, a in found})))}</td><td class=num>{len(found)}</td>"
+        f'<td><a href="#anomaly-{esc(checker)}-{found[0][0]}">first</a></td></tr>'
+        for (checker, kind), found in kinds.items()
+    )
+    out = [
+        f'<section id="anomalies"><h2>Anomalies ({total})</h2>'
+        "<table id=anomaly-kinds><tr><th>checker</th><th>kind</th><th>what</th><th>spec claim</th><th>found</th>"
+        f"<th></th></tr>{rows}</table>"
+    ]
+    graphs = 0
+    for (checker, kind), found in kinds.items():
+        for n, a in found[:MAX_ANOMALIES_PER_KIND]:
             has_dot = bool(a.details and a.details.get("dot"))
-            out.append(_anomaly(run_dir, r.checker, n, a, ops, with_graph=has_dot and graphs < MAX_GRAPHS))
+            out.append(_anomaly(run_dir, checker, n, a, ops, with_graph=has_dot and graphs < MAX_GRAPHS))
             graphs += has_dot
+        if len(found) > MAX_ANOMALIES_PER_KIND:
+            out.append(
+                f"<p class=muted>... {len(found) - MAX_ANOMALIES_PER_KIND} more <code>{esc(kind)}</code> "
+                f"anomalies of <code>{esc(checker)}</code> in results.json.</p>"
+            )
     out.append("</section>")
     return "".join(out)
 
@@ -288,12 +311,12 @@ def _plot_section(sid: str, title: str, svg: str, intro: str = "") -> str:
     return f'<section id="{sid}"><h2>{esc(title)}</h2>{intro}<div class="plot">{svg}</div></section>'
 
 
-def _timeline(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
-    svg, note = timeline_svg(spans, faults)
+def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozenset[str]) -> str:
+    svg, note = timeline_svg(spans, faults, highlight=anomalous)
     intro = (
         "<p class=muted>One lane per process; a bar per op from invoke to completion (green ok, red fail, amber "
         "info; an info bar that never completed runs to the end). Hover a bar for its op; the top lane marks each "
-        "version as its op completed. Shaded: nemesis faults.</p>"
+        "version as its op completed. Shaded: nemesis faults. Outlined in black: the ops an anomaly names.</p>"
     )
     if note:
         intro += f"<div class=warn>{esc(note)}</div>"
