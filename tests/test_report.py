@@ -197,6 +197,9 @@ def test_the_report_of_a_cycle_shows_its_graph(cycle_run: Path) -> None:
     assert "<code>G2</code>" in section and "breaks spec <b>C15</b>" in section
     assert '<div class="graph"><svg' in section and "rw-predicate" in section
     assert html.index('id="anomalies"') < html.index('id="checkers"') < html.index('id="timeline"')
+    # A second timeline, zoomed to the cycle's two transactions, outlined.
+    zoom = re.search(r'<div class="plot" id="timeline-zoom">(<svg.*?</svg>)</div>', html, re.S)
+    assert zoom and 'id="tl-anomaly"' in zoom.group(1)
     _offline(html)
 
 

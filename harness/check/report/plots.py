@@ -268,15 +268,21 @@ def timeline_svg(
     faults: Sequence[Fault],
     max_bars: int = MAX_TIMELINE_BARS,
     highlight: frozenset[str] = frozenset(),
+    window: tuple[float, float] | None = None,
+    salt: str = "timeline",
 ) -> tuple[str, str]:
     """One lane per process, a bar per op from invoke to completion, coloured
     by outcome, with a tooltip per bar; committed versions on a lane of their
     own above; nemesis intervals shaded across every lane; the ops named in
     `highlight` (an anomaly's) outlined. Returns the SVG and a note ("" unless
-    bars were left out)."""
+    bars were left out). With `window` (from, to in seconds), only the ops
+    that overlap it, drawn to its scale."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
+    if window is not None:
+        spans = [s for s in spans if s.start <= window[1] and (s.end is None or s.end >= window[0])]
+        faults = [f for f in faults if f.start <= window[1] and f.end >= window[0]]
     spans = sorted(spans, key=lambda s: s.start)
     note = ""
     if len(spans) > max_bars:
@@ -290,8 +296,8 @@ def timeline_svg(
     height = min(22.0, 1.6 + 0.3 * (len(lanes) + 1))
     fig = _figure(14, max(3.0, height))
     if not spans:
-        return _empty(fig, "timeline", "no client ops in the history"), note
-    lo, hi = _time_range(spans, faults)
+        return _empty(fig, salt, "no client ops in the history"), note
+    lo, hi = window if window is not None else _time_range(spans, faults)
     ax = _axes(fig, left=1.1)
     row = {p: i + 1 for i, p in enumerate(lanes)}  # lane 0 is the versions lane
     # A bar narrower than a pixel would vanish: give every op a visible width.
@@ -322,7 +328,15 @@ def timeline_svg(
             x1 = max(s.end if s.end is not None else hi, x0 + min_w)
             outlines.append([(x0, y - 0.48), (x1, y - 0.48), (x1, y + 0.48), (x0, y + 0.48)])
         ax.add_collection(
-            PolyCollection(outlines, facecolors="none", edgecolors="#000", linewidths=1.6, gid="tl-anomaly", zorder=4)
+            PolyCollection(
+                outlines,
+                facecolors="none",
+                edgecolors="#000",
+                # Thick outlines of hundreds of ops would merge into one black block.
+                linewidths=1.6 if len(marked) <= 50 else 0.6,
+                gid="tl-anomaly",
+                zorder=4,
+            )
         )
         titles["tl-anomaly"] = ["in an anomaly: " + tooltip(s) for s in marked]
         handles.append(Patch(facecolor="none", edgecolor="#000", label=f"in an anomaly ({len(marked)})"))
@@ -353,7 +367,7 @@ def timeline_svg(
     ax.set_xlabel("time since the run began (s)")
     ax.grid(axis="x", color="#eee", zorder=0)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return _svg(fig, "timeline", titles), note
+    return _svg(fig, salt, titles), note
 
 
 def _stride(items: list[Span], cap: int) -> list[Span]:

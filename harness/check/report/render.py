@@ -93,7 +93,12 @@ def render_report(
         _commands(run_dir, doc, run),
         _anomalies(run_dir, results, ops),
         _checkers(results),
-        _timeline(spans, faults, frozenset(o for r in results for a in r.anomalies for o in a.ops)),
+        _timeline(
+            spans,
+            faults,
+            frozenset(o for r in results for a in r.anomalies for o in a.ops),
+            next((a.ops for r in results for a in r.anomalies if a.ops), []),
+        ),
         _plot_section("latency", "Latency", latency_svg(spans, faults)),
         _plot_section("throughput", "Throughput", throughput_svg(spans, faults)),
         _errors(doc, spans, faults),
@@ -311,8 +316,30 @@ def _plot_section(sid: str, title: str, svg: str, intro: str = "") -> str:
     return f'<section id="{sid}"><h2>{esc(title)}</h2>{intro}<div class="plot">{svg}</div></section>'
 
 
-def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozenset[str]) -> str:
+def _zoom_window(spans: Sequence[Span], first: Sequence[str]) -> tuple[float, float] | None:
+    """The stretch of time around the first anomaly's ops, where a whole-run
+    timeline of a long run is too dense to read."""
+    by_id = {s.id: s for s in spans}
+    mine = [by_id[o] for o in first if o in by_id]
+    if not mine or not spans:
+        return None
+    lo = min(s.start for s in mine)
+    hi = max(s.end if s.end is not None else s.start for s in mine)
+    pad = max(0.5, (hi - lo) * 0.25)
+    return max(lo - pad, min(s.start for s in spans)), hi + pad
+
+
+def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozenset[str], first: Sequence[str]) -> str:
     svg, note = timeline_svg(spans, faults, highlight=anomalous)
+    window = _zoom_window(spans, first)
+    zoom = ""
+    if window is not None:
+        zsvg, znote = timeline_svg(spans, faults, highlight=anomalous, window=window, salt="timeline-zoom")
+        zoom = (
+            f"<h3>Around the first anomaly: {window[0]:.2f} s to {window[1]:.2f} s</h3>"
+            f"{f'<div class=warn>{esc(znote)}</div>' if znote else ''}"
+            f'<div class="plot" id="timeline-zoom">{zsvg}</div>'
+        )
     intro = (
         "<p class=muted>One lane per process; a bar per op from invoke to completion (green ok, red fail, amber "
         "info; an info bar that never completed runs to the end). Hover a bar for its op; the top lane marks each "
@@ -330,7 +357,7 @@ def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozens
             "<details><summary>nemesis intervals</summary><table><tr><th>fault</th><th>from (s)</th>"
             f"<th>to (s)</th><th>what</th></tr>{rows}</table></details>"
         )
-    return _plot_section("timeline", "Timeline", svg, intro)
+    return _plot_section("timeline", "Timeline", svg, intro).replace("</section>", zoom + "</section>")
 
 
 def _class_label(cls: str) -> str:
