@@ -206,5 +206,5 @@ def test_an_interrupted_run_is_reported_as_such(tmp_path: Path, schema: xmlschem
     schema.validate(str(out))
     got = cases(out)
     error = got["interrupted"].find("error")
-    assert error is not None and "interrupted" in error.get("message", "")
+    assert error is not None and error.get("type") == "interrupted" and "interrupted" in error.get("message", "")
     assert "durability" in got  # the partial run's checkers are there too

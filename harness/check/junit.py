@@ -158,10 +158,11 @@ def write(path: Path, suites: list[Suite]) -> None:
         raise HarnessError(f"--junit-xml {path}: cannot write: {e.strerror or e}") from None
 
 
-def error_case(name: str, classname: str, message: str, text: str = "") -> Case:
-    """The harness could not do its job (exit 2): no verdict on the engine."""
+def error_case(name: str, classname: str, message: str, text: str = "", kind: str = "harness-error") -> Case:
+    """The harness could not do its job (exit 2), or was stopped (130): no
+    verdict on the engine either way."""
     first = (message.strip().splitlines() or ["harness error"])[0]
-    return Case(name, classname, ERROR, message=first[:500], type="harness-error", text=text or message)
+    return Case(name, classname, ERROR, message=first[:500], type=kind, text=text or message)
 
 
 @dataclass
@@ -184,8 +185,10 @@ def recording(path: Path | None, name: str, classname: str) -> Iterator[Recorder
         yield rec
     except (Exception, KeyboardInterrupt) as e:
         if path is not None:
-            why = "interrupted" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}"
-            case = error_case("harness", rec.classname, why)
+            if isinstance(e, KeyboardInterrupt):
+                case = error_case("interrupted", rec.classname, "interrupted (SIGINT/SIGTERM)", kind="interrupted")
+            else:
+                case = error_case("harness", rec.classname, f"{type(e).__name__}: {e}")
             if rec.suites:
                 rec.suites[-1].cases.append(case)
             else:

@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
     if outcome.interrupted:
         # The partial run's verdicts stand, but CI must not read them as a whole run.
         why = "interrupted (SIGINT/SIGTERM): the verdicts are the partial history's"
-        rec.suites[-1].cases.append(junit.error_case("interrupted", rec.classname, why))
+        rec.suites[-1].cases.append(junit.error_case("interrupted", rec.classname, why, kind="interrupted"))
         return EXIT_INTERRUPTED
     if outcome.fatal:
         raise HarnessError(outcome.fatal)
