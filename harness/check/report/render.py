@@ -88,7 +88,7 @@ def render_report(
     faults = faults_of(history)
     ops = {op.id: op for op in history.ops()}
     verdict = str(doc.get("verdict", "unknown"))
-    title = f"{verdict.upper()}: {run_dir.name}"
+    title = f"{verdict.upper()}: {_run_name(run_dir)}"
     sections = [
         _commands(run_dir, doc, run),
         _anomalies(run_dir, results, ops),
@@ -112,6 +112,18 @@ def render_report(
 # -- verdict ---------------------------------------------------------------------
 
 
+def _names(value: Any) -> str:
+    """A spec field that is one name or a list of them (engines, nemeses)."""
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+def _run_name(run_dir: Path) -> str:
+    # <workload>-<engine>/<timestamp>: the timestamp alone names no run.
+    return f"{run_dir.parent.name}/{run_dir.name}" if run_dir.parent.name else run_dir.name
+
+
 def _spec_line(spec: dict[str, Any]) -> str:
     s = spec.get("spec") if isinstance(spec.get("spec"), dict) else {}
     defaults = sorted(
@@ -124,11 +136,11 @@ def _spec_line(spec: dict[str, Any]) -> str:
     default = "engine default" + (f" ({', '.join(defaults)})" if defaults else "")
     parts = [
         f"workload <b>{esc(s.get('workload', '?'))}</b>",
-        f"engine <b>{esc(s.get('engine', '?'))}</b>",
+        f"engine <b>{esc(_names(s.get('engine')) or '?')}</b>",
         f"storage <b>{esc(s.get('storage', '?'))}</b>",
         f"isolation <b>{esc(s.get('isolation') or default)}</b>",
         f"seed {esc(s.get('seed'))}",
-        f"nemesis {esc(', '.join(s.get('nemesis') or []) or 'none')}",
+        f"nemesis {esc(_names(s.get('nemesis')) or 'none')}",
     ]
     return " · ".join(parts)
 
@@ -145,7 +157,7 @@ def _header(run_dir: Path, verdict: str, doc: dict[str, Any], spec: dict[str, An
     if h.get("conflict_rate") is not None:
         counts += f"; conflict rate {100 * h['conflict_rate']:.1f}% of {h.get('write_ops')} write ops"
     return (
-        f'<header><h1 id="verdict" class="verdict">{verdict_badge(verdict)} {esc(run_dir.name)}</h1>'
+        f'<header><h1 id="verdict" class="verdict">{verdict_badge(verdict)} {esc(_run_name(run_dir))}</h1>'
         f'<div class="sub">{_spec_line(spec)}</div><div class="sub">{esc(counts)}</div></header>'
     )
 
