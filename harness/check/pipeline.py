@@ -164,6 +164,8 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         except Exception as e:  # a checker bug must not hide the other verdicts
             results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
     _undecodable_rows_are_no_evidence(results, log)
+    store = run.get("store_self_check") if isinstance(run.get("store_self_check"), dict) else None
+    excused = _store_failures_explain(results, store)
     verdict = combine([r.verdict for r in results])
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
@@ -186,6 +188,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
         "commit_protocols": spec.get("commit_protocols") or {},
+        "store_self_check": {**store, "anomalies_excused": excused} if store is not None else None,
         "check_seconds": round(time.monotonic() - t0, 3),
     }
     summary = render_summary(run_dir, verdict, results, hstats, doc, run)
@@ -245,6 +248,91 @@ def _undecodable_rows_are_no_evidence(results: list[CheckResult], log: Any) -> N
             f"(e.g. {bad[0].detail[:200]}), and judged without their rows this checker found: "
             f"{r.explanation}"
         )
+
+
+# What a store explains when a property of its self-check failed
+# (harness/run/store_probe.py). A conditional PUT that is not atomic
+# put-if-absent lets a racer's commit replace an acknowledged one: the
+# replaced write is lost (C7), reads that saw it saw a state the log no longer
+# has (C12), commits built on it replay against a different state (wrong
+# totals, broken list links, lost updates), two creators both win version 0
+# (E6), and log versions need not be one serial history (C4, C11).
+_PUT_IF_ABSENT_EXPLAINS = frozenset(
+    {
+        "lost-write",
+        "lost-rows",
+        "wrong-commit-version",
+        "load-never-visible",
+        "lost-metadata-update",
+        "lost-create",
+        "lost-append",
+        "multiple-creators",
+        "table-recreated",
+        "phantom-create",
+        "read-version-mismatch",
+        "state-never-existed",
+        "read-state-never-existed",
+        "G1a",
+        "G-single",
+        "wrong-total",
+        "read-wrong-total",
+        "list-gap",
+        "broken-link",
+        "duplicate-position",
+        "log-gap",
+        "log-missing-commit",
+        "log-checkpoint-mismatch",
+        "race-log-corrupt",
+    }
+)
+# A GET or LIST that misses what was just written shows an older version.
+_STALE_EXPLAINS = frozenset({"stale-read"})
+STORE_EXPLAINS = {
+    "put-if-absent": _PUT_IF_ABSENT_EXPLAINS,
+    "if-none-match-on-overwrite": _PUT_IF_ABSENT_EXPLAINS,
+    "read-after-write": _STALE_EXPLAINS,
+    "list-after-put": _STALE_EXPLAINS,
+}
+
+
+def _store_failures_explain(results: list[CheckResult], store: dict[str, Any] | None) -> int:
+    """When the store failed its self-check, each anomaly such a store
+    explains is said to be the store's, and a checker whose every anomaly is
+    so becomes unknown for the engine, not invalid. Returns how many
+    anomalies were so explained. A store that passed changes nothing."""
+    failures = (store or {}).get("failures") or {}
+    if not isinstance(failures, dict) or not failures:
+        return 0
+    # Property names carry the racers for several levels: put-if-absent@8.
+    why: dict[str, str] = {}
+    for prop, failure in failures.items():
+        for kind in STORE_EXPLAINS.get(str(prop).split("@")[0], ()):
+            why.setdefault(kind, f"{prop}: {failure}")
+    excused = 0
+    for r in results:
+        if r.verdict is not Verdict.INVALID or not r.anomalies:
+            continue
+        mine = [a for a in r.anomalies if a.kind in why]
+        for a in mine:
+            reason = why[a.kind]
+            a.explanation = (
+                f"The store failed its self-check ({reason}): this {a.title[:1].lower()}{a.title[1:]} is the "
+                f"store's, not the engine's. {a.explanation}"
+            )
+            a.details["store_self_check"] = reason
+        excused += len(mine)
+        if len(mine) == len(r.anomalies):
+            r.verdict = Verdict.UNKNOWN
+            r.explanation = (
+                f"Unknown for the engine: the store failed its self-check ({why[mine[0].kind]}), and each of "
+                f"the {len(mine)} anomalies found is one such a store explains. Found: {r.explanation}"
+            )
+        elif mine:
+            r.explanation += (
+                f" ({len(mine)} of the {len(r.anomalies)} anomalies the store's failed self-check explains; "
+                "the others are the engine's.)"
+            )
+    return excused
 
 
 def _no_evidence(run: dict[str, Any], log: Any) -> str:
@@ -325,6 +413,15 @@ def render_summary(
     run: dict[str, Any],
 ) -> str:
     lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
+    store = doc.get("store_self_check")
+    if isinstance(store, dict):
+        line = f"store self-check: {store.get('summary', '?')}"
+        if store.get("passed") is False:
+            line += (
+                f"; {store.get('anomalies_excused', 0)} anomalies such a store explains are reported "
+                "as the store's (unknown for the engine)"
+            )
+        lines.append(line)
     if run.get("interrupted"):
         lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
     if run.get("refused"):

@@ -133,6 +133,7 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
                 "counts": outcome.counts,
                 "fatal": outcome.fatal,
                 "refused": outcome.refused,
+                "store_self_check": outcome.store_self_check,
             },
             indent=2,
         )

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
@@ -27,6 +29,7 @@ from harness.run.cluster import RunCluster
 from harness.run.plan import TestPlan, package_versions
 from harness.run.progress import Progress
 from harness.run.storage import LocalStorage, open_storage
+from harness.run.store_probe import StoreTarget, check_store
 from harness.run.workers import OpTimeout, Worker, WorkerDied
 from nemeses.base import NemesisContext
 from nemeses.schedule import NemesisSchedule
@@ -36,6 +39,9 @@ WORKER_START_TIMEOUT = 90.0
 NODE_START_TIMEOUT = 60.0
 SETUP_TIMEOUT = 60.0
 TABLE_DIR = "table"
+# The self-check before every S3 run: about a second on moto.
+SELF_CHECK_ROUNDS = 10
+SELF_CHECK_RACERS = 8
 
 
 @dataclass
@@ -48,6 +54,8 @@ class RunOutcome:
     # The engine would not create the table the run asked for (e.g. an
     # isolation level it does not accept): nothing could be tested.
     refused: str | None = None
+    # harness.run.store_probe's StoreCheck as JSON: None for a local directory.
+    store_self_check: dict[str, Any] | None = None
 
 
 class TableRefused(Exception):
@@ -98,6 +106,7 @@ class Runner:
         self.node_env: dict[str, dict[str, str]] = {}
         self.cluster: RunCluster | None = None
         self.schedule: NemesisSchedule | None = None
+        self.store_self_check: dict[str, Any] | None = None
 
     # -- workers -----------------------------------------------------------
 
@@ -314,6 +323,7 @@ class Runner:
                 )
                 self.table_uri = self.storage.table_uri(TABLE_DIR)
                 self.progress.message(f"storage: {self.storage.kind}  table: {self.table_uri}")
+                self.store_self_check = self._store_self_check()
                 self.nodes = self._start_nodes()
                 self._write_spec()
                 self._setup_table()
@@ -327,7 +337,47 @@ class Runner:
                 self._abort()
         finally:
             self._teardown()
-        return RunOutcome(self.run_dir, interrupted, dict(self.history.counts), elapsed, self.shared.fatal, refused)
+        return RunOutcome(
+            self.run_dir,
+            interrupted,
+            dict(self.history.counts),
+            elapsed,
+            self.shared.fatal,
+            refused,
+            self.store_self_check,
+        )
+
+    def _store_self_check(self) -> dict[str, Any] | None:
+        """Racing conditional PUTs and read/list consistency on the store
+        itself, before any engine touches it: an engine must not be blamed
+        for a commit the store let another writer overwrite. Straight to the
+        store, never through the fault proxy, whose injected faults are the
+        run's own and would fail the check for the wrong reason."""
+        storage = self.storage
+        if storage is None or storage.reader_options() is None or not hasattr(storage, "bucket"):
+            return None
+        through = "direct" + (" (the run's fault proxy bypassed)" if storage.proxy is not None else "")
+        try:
+            doc = check_store(
+                StoreTarget.from_storage(storage),
+                rounds=SELF_CHECK_ROUNDS,
+                concurrency=(SELF_CHECK_RACERS,),
+                through=through,
+            ).to_json()
+        except HarnessError as e:  # an unreachable store fails the run soon enough on its own
+            doc = {"passed": None, "summary": f"not decided: {e}", "failures": {}, "through": through}
+        if doc["passed"] is False:
+            # Said up front, whatever the progress setting: every loss the
+            # run finds may be the store's.
+            print(
+                f"delta-jepsen: WARNING: store self-check {doc['summary']}; anomalies this explains "
+                "will be reported unknown, as the store's",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            self.progress.message(f"store self-check: {doc['summary']}")
+        return doc
 
     def _start_nodes(self) -> list[Node]:
         """Nodes split evenly over the engines, in engine order (slots take
