@@ -117,6 +117,15 @@ def test_latency_throughput_and_conflict_plots() -> None:
         assert "<text" in svg and "font-family" in svg  # svg.fonttype none: text, not glyph paths
 
 
+def test_a_thinned_latency_plot_keeps_every_failure() -> None:
+    spans = [
+        Span(0, f"0.{i}", "append", "fail" if i % 50 == 0 else "ok", i * 0.01, i * 0.01 + 0.005) for i in range(1000)
+    ]
+    svg = latency_svg(spans, [], max_points=100)
+    assert ">1000 completed ops (100 drawn: every failed or info op up to 50, ok ops evenly spaced)<" in svg
+    assert svg.count("fill: #d9534f") >= 20  # the 20 failures (and the legend's mark)
+
+
 def test_no_ops_draws_placeholders_not_errors() -> None:
     svg, note = timeline_svg([], [])
     assert "no client ops" in svg and note == ""

@@ -386,7 +386,9 @@ def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int 
     done = sorted((s for s in spans if s.latency is not None), key=lambda s: s.start)
     if not done:
         return _empty(fig, "latency", "no completed client ops")
-    shown = _stride(done, max_points)
+    # Failures are the rare points a reader looks for: thin out the ok ops first.
+    bad = _stride([s for s in done if s.type != "ok"], max_points // 2)
+    shown = bad + _stride([s for s in done if s.type == "ok"], max_points - len(bad))
     ax = _axes(fig)
     handles = _shade(ax, faults)
     kinds = sorted({s.f for s in shown})
@@ -415,7 +417,7 @@ def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int 
     ax.grid(color="#eee", zorder=0)
     title = f"{len(done)} completed ops"
     if len(shown) < len(done):
-        title += f" ({len(shown)} drawn, evenly spaced)"
+        title += f" ({len(shown)} drawn: every failed or info op up to {max_points // 2}, ok ops evenly spaced)"
     ax.set_title(title, fontsize=9, loc="left")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     return _svg(fig, "latency")
