@@ -272,6 +272,7 @@ def test_a_real_run_writes_its_report_and_a_browser_shows_it(valid_run: Path, tm
     assert "engine <b>delta-rs</b>" in html and "storage <b>local</b>" in html and "workload <b>append</b>" in html
     assert json.loads((valid_run / "spec.json").read_text())["repro"] in html.replace("&#x27;", "'")
     assert "deltalake" in html  # package versions
+    assert '<div class="sub" id="commit-protocol">commit protocol: delta-rs: ' in html
     for checker in doc["checkers"]:
         assert f"<code>{checker['checker']}</code>" in html
     _offline(html)
