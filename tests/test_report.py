@@ -36,6 +36,7 @@ from tests.synth import SynthRun
 SVG = "{http://www.w3.org/2000/svg}"
 STORED = Path(__file__).parent / "fixtures" / "runs-before-issue-12.tar.gz"
 PLOTS = ("#timeline svg", "#latency svg", "#throughput svg", "#conflict-rate svg")
+TOOLTIPS = "#timeline #tl-ok > path > title"
 
 # -- the builders, on synthetic histories ----------------------------------------------
 
@@ -295,11 +296,11 @@ def _browse(run_dir: Path, shot: Path, verdict: str, anomalies: int) -> None:
 
     chromium_path()
     with static_server(run_dir) as base:
-        v = visit(f"{base}/report.html", shot, [*PLOTS, ".anomaly", ".anomaly .graph svg", "#checkers"])
+        v = visit(f"{base}/report.html", shot, [*PLOTS, ".anomaly", ".anomaly .graph svg", "#checkers", TOOLTIPS])
     assert not v.console_errors and not v.page_errors, (v.console_errors, v.page_errors)
     assert not v.foreign_requests(), v.foreign_requests()
     assert all(v.counts[p] >= 1 for p in PLOTS), v.counts
-    assert v.counts["#checkers"] == 1
+    assert v.counts["#checkers"] == 1 and v.counts[TOOLTIPS] >= 1  # the bars' hover text is in the DOM
     assert v.counts[".anomaly"] == anomalies and v.counts[".anomaly .graph svg"] == anomalies, v.counts
     assert v.title.startswith(verdict.upper())
     width, height = png_size(shot)
