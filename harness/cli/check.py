@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from harness.cli.options import Handler
@@ -27,7 +28,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     with junit.recording(target, "delta-jepsen.check", junit.classname_of(run_dir)) as rec:
         if not run_dir.exists():
             raise HarnessError(f"no such run folder: {run_dir}")
-        report = check_run(run_dir.resolve() if run_dir.is_symlink() else run_dir)
+        run_dir = run_dir.resolve() if run_dir.is_symlink() else run_dir
+        _recover_table(run_dir)
+        report = check_run(run_dir)
         rec.suites.append(junit.report_suite(report))
     print(json.dumps(report.doc, indent=2, default=str) if args.json else report.summary, end="\n" if args.json else "")
     return report.exit_code
+
+
+def _recover_table(run_dir: Path) -> None:
+    """A harness killed before it copied the table out left no table/ in the
+    run folder; a store whose data lives in the run folder (SeaweedFS) still
+    holds it, so it is copied out first, to be judged like any other run."""
+    from harness.run.seaweed import recover_table
+
+    table = run_dir / "table"  # where check_run reads it
+    if (table / "_delta_log").is_dir() and any((table / "_delta_log").iterdir()):
+        return
+    recover_table(run_dir, table, log=lambda msg: print(msg, file=sys.stderr))

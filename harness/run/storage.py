@@ -1,4 +1,4 @@
-"""Where the table lives: a local directory, embedded S3 (moto), or external S3.
+"""Where the table lives: a local directory, embedded S3 (moto or SeaweedFS), or external S3.
 
 A storage hands out, per client, the settings an engine needs (environment
 for Sail nodes, storage options for delta-rs) and, for the harness's own log
@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, venv_bin
 from harness.core.storage import Storage
+from harness.run.seaweed import DATA_DIR as SEAWEED_DATA_DIR
+from harness.run.seaweed import WeedServer
 from harness.s3proxy.client import ProxyProcess, S3ProxyClient, start_proxy
 
-STORAGE_KINDS = ("s3", "local", "external-s3")
+STORAGE_KINDS = ("s3", "local", "external-s3", "seaweedfs")
 EMBEDDED_SECRET = "delta-jepsen-secret"  # moto accepts any credentials
 EMBEDDED_BUCKET = "delta-jepsen"
 DEFAULT_REGION = "us-east-1"
@@ -199,6 +202,44 @@ class EmbeddedS3(_S3):
         return d
 
 
+class SeaweedS3(_S3):
+    """SeaweedFS (`weed mini`, harness/run/seaweed.py) with its data in the
+    run folder (`seaweedfs/`): the table outlives a SIGKILLed harness."""
+
+    kind = "seaweedfs"
+
+    def __init__(self, run_dir: Path, prefix: str = "", start_timeout: float = 30):
+        self.bucket = EMBEDDED_BUCKET
+        self.prefix = prefix
+        self.region = DEFAULT_REGION
+        # It checks no signature (no identities configured), so any secret
+        # does; a per-run one, recorded nowhere, keeps the results free of it.
+        self._run_secret = secrets.token_urlsafe(24)
+        self.server = WeedServer(run_dir / SEAWEED_DATA_DIR, run_dir / "logs" / "seaweedfs.log", self.bucket)
+        self.server.start(self._key("checker"), self._run_secret, start_timeout)
+        self.endpoint = self.server.endpoint
+
+    def _secret(self) -> str:
+        return self._run_secret
+
+    def reader_options(self) -> dict[str, str]:
+        return {**super().reader_options(), "aws_secret_access_key": self._run_secret}
+
+    def stop(self) -> None:
+        try:
+            self._stop_proxy()
+        finally:
+            self.server.stop()
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["endpoint"] = "embedded"
+        # Where `delta-jepsen check` finds the table when the harness died
+        # before copying it out (relative: the run folder may move).
+        d["data_dir"] = SEAWEED_DATA_DIR
+        return d
+
+
 class ExternalS3(_S3):
     """An S3-compatible endpoint the user runs (MinIO, AWS S3, ...)."""
 
@@ -234,11 +275,13 @@ def open_storage(
     (off by default: runs without S3 faults should not pay for it)."""
     if kind == "local":
         if proxy:
-            raise HarnessError("the S3 fault proxy needs --storage s3 or external-s3")
+            raise HarnessError("the S3 fault proxy needs --storage s3, seaweedfs or external-s3")
         return LocalStorage(local_root or run_dir)
     storage: _S3
     if kind == "s3":
         storage = EmbeddedS3(run_dir / "logs" / "moto.log", prefix=prefix)
+    elif kind == "seaweedfs":
+        storage = SeaweedS3(run_dir, prefix=prefix)
     elif kind == "external-s3":
         storage = ExternalS3(s3_endpoint, s3_bucket, prefix=prefix)
     else:

@@ -1,0 +1,223 @@
+"""SeaweedFS (`weed mini`) as the embedded S3 store: loopback only, atomic
+put-if-absent, no process left behind, real runs on it, and a run whose
+harness was SIGKILLed still judged from the data it left in its folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.run.storage import SeaweedS3
+from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
+
+
+@pytest.fixture(scope="module")
+def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    storage = SeaweedS3(tmp_path_factory.mktemp("weed-run"), prefix="t/")
+    try:
+        yield storage
+    finally:
+        storage.stop()
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def test_every_listening_socket_is_loopback(weed: SeaweedS3) -> None:
+    assert weed.server.proc is not None and weed.server.proc.pid is not None
+    listening = [
+        (p.pid, c.laddr)
+        for p in _tree(weed.server.proc.pid)
+        for c in p.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
+    # master, volume, filer, S3 and admin, each with its gRPC port
+    assert len(listening) >= 8, listening
+    assert all(addr.ip == "127.0.0.1" for _, addr in listening), listening
+    assert weed.endpoint.startswith("http://127.0.0.1:")
+
+
+def test_racing_put_if_absent_has_one_winner(weed: SeaweedS3) -> None:
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "s3", config=Config(max_pool_connections=64, retries={"max_attempts": 1}), **weed.reader_options()
+    )
+    racers, rounds, overlap = 8, 20, 5
+    # SeaweedFS makes the losers of a race wait for its per-key lock, polled
+    # once a second (1-4 s a round here): rounds on different keys overlap,
+    # `overlap` at a time, and each key still has its 8 racers.
+    outcomes = {r: [""] * racers for r in range(rounds)}
+
+    def put(r: int, i: int, barrier: threading.Barrier) -> None:
+        barrier.wait()
+        try:
+            client.put_object(Bucket=weed.bucket, Key=f"t/race/{r}", Body=f"racer {i}".encode(), IfNoneMatch="*")
+            outcomes[r][i] = "won"
+        except client.exceptions.ClientError as e:
+            outcomes[r][i] = e.response["Error"]["Code"]
+
+    for first in range(0, rounds, overlap):
+        threads = []
+        for r in range(first, min(first + overlap, rounds)):
+            barrier = threading.Barrier(racers)
+            threads += [threading.Thread(target=put, args=(r, i, barrier)) for i in range(racers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    for r, got in outcomes.items():
+        assert got.count("won") == 1, (r, got)
+        assert set(got) <= {"won", "PreconditionFailed", "ConditionalRequestConflict"}, (r, got)
+        body = client.get_object(Bucket=weed.bucket, Key=f"t/race/{r}")["Body"].read()
+        assert body == f"racer {got.index('won')}".encode(), (r, body, got)
+
+
+def test_stop_leaves_no_process_and_keeps_the_data(tmp_path: Path) -> None:
+    storage = SeaweedS3(tmp_path, prefix="t/")
+    stopped = False
+    try:
+        assert storage.server.proc is not None and storage.server.proc.pid is not None
+        pids = [p.pid for p in _tree(storage.server.proc.pid)]
+        storage.boto3_client().put_object(Bucket=storage.bucket, Key="t/kept", Body=b"kept")
+        # No secret in what the run folder keeps (describe() goes to spec.json).
+        assert storage._run_secret not in json.dumps(storage.describe())
+        assert "delta-jepsen-secret" not in json.dumps(storage.describe())
+        storage.stop()
+        stopped = True
+        assert still_running(pids) == []
+    finally:
+        if not stopped:
+            storage.stop()
+    # The data stays in the run folder: a fresh server on it still has it.
+    again = SeaweedS3(tmp_path, prefix="t/")
+    try:
+        assert again.boto3_client().get_object(Bucket=again.bucket, Key="t/kept")["Body"].read() == b"kept"
+    finally:
+        again.stop()
+
+
+def _assert_valid(res: subprocess.CompletedProcess[str], results_dir: Path) -> Path:
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verdict: VALID" in res.stdout
+    run_dir = only_run_dir(results_dir)
+    doc = load_results(run_dir)
+    assert doc["verdict"] == "valid" and doc["history"]["ok"] > 0
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert spec["storage"]["kind"] == "seaweedfs" and spec["storage"]["data_dir"] == "seaweedfs"
+    assert (run_dir / "logs" / "seaweedfs.log").is_file() and (run_dir / "seaweedfs").is_dir()
+    for f in run_dir.rglob("*"):
+        if f.is_file() and f.suffix in (".json", ".jsonl", ".txt", ".options"):
+            assert "delta-jepsen-secret" not in f.read_text(errors="replace"), f
+    return run_dir
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "engine, workload",
+    [("delta-rs", "append"), ("sail", "append"), ("delta-rs", "register")],
+)
+def test_short_run_on_seaweedfs_is_valid(engine: str, workload: str, results_dir: Path) -> None:
+    res = run_cli(
+        "run",
+        "--engine",
+        engine,
+        "--workload",
+        workload,
+        "--storage",
+        "seaweedfs",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "5",
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
+    _assert_valid(res, results_dir)
+
+
+def _weed_pids() -> set[int]:
+    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "weed"}
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        p = psutil.Process(pid)
+        return [] if p.status() == psutil.STATUS_ZOMBIE else p.cmdline()
+    except psutil.Error:
+        return []
+
+
+@pytest.mark.integration
+def test_sigkilled_harness_leaves_no_weed_and_check_judges_the_data(results_dir: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--engine",
+            "delta-rs",
+            "--storage",
+            "seaweedfs",
+            "--time-limit",
+            "30",
+            "--results-dir",
+            str(results_dir),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + 90
+        ours: list[int] = []
+        while time.monotonic() < deadline:
+            runs = list(results_dir.glob("*/*/history.jsonl"))
+            if runs and runs[0].read_text().count('"type":"ok"') >= 6:  # setup + 5 client ops
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run made no progress")
+        ours = [p.pid for p in psutil.Process(proc.pid).children(recursive=True) if p.name() == "weed"]
+        assert ours, "expected a weed process under the harness"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # PDEATHSIG takes weed down with the harness.
+    deadline = time.monotonic() + 10
+    while still_running(ours) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert still_running(ours) == []
+    run_dir = only_run_dir(results_dir)
+    assert not (run_dir / "table").exists()  # the harness died before copying it
+    res = run_cli("check", str(run_dir))
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    assert "No transaction log" not in res.stdout, res.stdout
+    doc = load_results(run_dir)
+    assert doc["log"]["latest_version"] >= 1
+    assert doc["verdict"] in ("valid", "invalid"), doc["verdict"]
+    assert (run_dir / "logs" / "seaweedfs-recover.log").is_file()
+    # Neither the run's weed nor the one the check started runs on.
+    assert [pid for pid in _weed_pids() if str(run_dir) in " ".join(_cmdline(pid))] == []
