@@ -99,6 +99,14 @@ def test_probe_fails_put_if_absent_on_a_store_without_it(stores: Stores) -> None
     assert res.summary().startswith("FAILED: ") and _scratch_left(stores) == []
 
 
+def test_a_budget_bounds_the_racing_rounds(stores: Stores) -> None:
+    res = check_store(stores.target(stores.moto.endpoint), rounds=10_000, concurrency=(2,), tries=1, budget=0.3)
+    racing = res.properties[0]
+    assert racing.passed is True and 1 <= racing.counts["rounds"] < 10_000
+    assert f"budget was spent after {racing.counts['rounds']} of 10000 rounds" in racing.detail
+    assert res.seconds < 5
+
+
 # -- the command ----------------------------------------------------------------------------
 
 
@@ -289,7 +297,10 @@ def test_a_clean_run_records_its_store_self_check(results_dir: Path) -> None:
     # Through the proxy's bypass: the run's faults are not the store's.
     assert check["through"] == "direct (the run's fault proxy bypassed)"
     assert [p["name"] for p in check["properties"]] == [PUT_IF_ABSENT, OVERWRITE, READ_AFTER_WRITE, LIST_AFTER_PUT]
-    assert check["properties"][0]["counts"]["one_winner"] == 10
+    racing = check["properties"][0]["counts"]
+    assert racing["racers"] == 8 and racing["one_winner"] == racing["rounds"] >= 1
     assert check["seconds"] < 10 and check["cleanup"].startswith("deleted ")
-    assert "store self-check: passed (put-if-absent 10/10 rounds one winner" in p.stdout
+    assert (
+        f"store self-check: passed (put-if-absent {racing['rounds']}/{racing['rounds']} rounds one winner" in p.stdout
+    )
     assert json.loads((run_dir / "run.json").read_text())["store_self_check"]["passed"] is True

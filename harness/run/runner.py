@@ -42,6 +42,9 @@ TABLE_DIR = "table"
 # The self-check before every S3 run: about a second on moto.
 SELF_CHECK_ROUNDS = 10
 SELF_CHECK_RACERS = 8
+# Seconds of racing rounds at most (one round at least): SeaweedFS answers a
+# losing racer only after its lock retries, up to 4 s at 8 racers.
+SELF_CHECK_BUDGET = 2.0
 
 
 @dataclass
@@ -363,9 +366,11 @@ class Runner:
                 rounds=SELF_CHECK_ROUNDS,
                 concurrency=(SELF_CHECK_RACERS,),
                 through=through,
+                budget=SELF_CHECK_BUDGET,
             ).to_json()
-        except HarnessError as e:  # an unreachable store fails the run soon enough on its own
-            doc = {"passed": None, "summary": f"not decided: {e}", "failures": {}, "through": through}
+        except Exception as e:  # noqa: BLE001 - an unreachable store fails the run soon enough on its own
+            why = str(e) if isinstance(e, HarnessError) else f"{type(e).__name__}: {e}"
+            doc = {"passed": None, "summary": f"not decided: {why[:300]}", "failures": {}, "through": through}
         if doc["passed"] is False:
             # Said up front, whatever the progress setting: every loss the
             # run finds may be the store's.

@@ -39,6 +39,7 @@ REFUSALS = {412: "PreconditionFailed", 409: "ConditionalRequestConflict"}
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 BARRIER_TIMEOUT = 30.0
+MIN_ROUNDS = 1
 
 
 class StoreUnusable(HarnessError):
@@ -213,28 +214,47 @@ def _get(client: Any, bucket: str, key: str) -> bytes | None:
 
 
 def put_if_absent(
-    client: Any, bucket: str, scratch: str, rounds: int, concurrency: int, pool: ThreadPoolExecutor
+    client: Any,
+    bucket: str,
+    scratch: str,
+    rounds: int,
+    concurrency: int,
+    pool: ThreadPoolExecutor,
+    budget: float | None = None,
 ) -> PropertyResult:
     """R rounds of N threads racing a conditional PUT on one fresh key per
     round, released together by a barrier. The key has the shape of a commit
     (`_delta_log/<20 digits>.json`) so that a store treating log files
-    specially is probed on what Delta really writes."""
-    counts: Counter[str] = Counter(rounds=rounds, racers=concurrency)
+    specially is probed on what Delta really writes.
+
+    With a `budget` (seconds), rounds stop once it is spent and at least
+    MIN_ROUNDS ran: a store that makes losers wait (SeaweedFS retries its
+    lock once a second) must not hold up a run's self-check."""
+    counts: Counter[str] = Counter(rounds=0, racers=concurrency)
     failures: list[str] = []
     undecided: list[str] = []
     kept_note = ""
+    t0 = time.monotonic()
     for r in range(rounds):
+        if budget is not None and r >= MIN_ROUNDS and time.monotonic() - t0 > budget:
+            break
+        counts["rounds"] += 1
         key = f"{scratch}pia-{concurrency}/_delta_log/{r:020d}.json"
         barrier = threading.Barrier(concurrency)
 
-        def racer(i: int, key: str = key, barrier: threading.Barrier = barrier) -> str:
+        def racer(i: int, key: str = key, barrier: threading.Barrier = barrier) -> tuple[str, float]:
             try:
                 barrier.wait(BARRIER_TIMEOUT)
             except threading.BrokenBarrierError:
-                return "error:barrier"
-            return _conditional_put(client, bucket, key, b"racer %d" % i)
+                return "error:barrier", 0.0
+            start = time.monotonic()
+            return _conditional_put(client, bucket, key, b"racer %d" % i), time.monotonic() - start
 
-        outcomes = list(pool.map(racer, range(concurrency)))
+        timed = list(pool.map(racer, range(concurrency)))
+        outcomes = [o for o, _ in timed]
+        # How long the slowest racer waited for its answer: a store may
+        # serialize racers behind a lock (correct, but every loser waits).
+        counts["slowest_ms"] = max(counts["slowest_ms"], round(1000 * max(s for _, s in timed)))
         won = [i for i, o in enumerate(outcomes) if o == "won"]
         errors = Counter(o[len("error:") :] for o in outcomes if o.startswith("error:"))
         counts["won"] += len(won)
@@ -266,14 +286,15 @@ def put_if_absent(
         else:
             undecided.append(f"round {round_no}: {len(won)} won, {dict(errors)} failed")
     passed: bool | None = False if failures else (None if undecided else True)
+    done = counts["rounds"]
     if failures:
-        detail = f"{len(failures)} of {rounds} rounds went wrong; first: {failures[0]}{kept_note}"
+        detail = f"{len(failures)} of {done} rounds went wrong; first: {failures[0]}{kept_note}"
     elif undecided:
-        detail = f"{len(undecided)} of {rounds} rounds undecided (requests failed), e.g. {undecided[0]}"
+        detail = f"{len(undecided)} of {done} rounds undecided (requests failed), e.g. {undecided[0]}"
     else:
-        detail = (
-            f"{rounds}/{rounds} rounds of {concurrency} racers had exactly one winner, the others refused (412/409)"
-        )
+        detail = f"{done}/{done} rounds of {concurrency} racers had exactly one winner, the others refused (412/409)"
+    if done < rounds:
+        detail += f" (the {budget:g} s budget was spent after {done} of {rounds} rounds)"
     return PropertyResult(PUT_IF_ABSENT, passed, dict(counts), detail, failures[0] if failures else "")
 
 
@@ -396,10 +417,12 @@ def check_store(
     concurrency: tuple[int, ...] = (8,),
     tries: int = 3,
     through: str = "direct",
+    budget: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> StoreCheck:
-    """Every property, put-if-absent once per concurrency level. Raises
-    StoreUnusable when the store cannot be probed at all."""
+    """Every property, put-if-absent once per concurrency level (each level
+    within `budget` seconds, if given). Raises StoreUnusable when the store
+    cannot be probed at all."""
     if rounds < 1 or not concurrency or min(concurrency) < 2:
         raise HarnessError("the store check needs rounds >= 1 and concurrency levels >= 2")
     t0 = time.monotonic()
@@ -412,7 +435,7 @@ def check_store(
             for n in concurrency:
                 if progress:
                     progress(f"store-check: {PUT_IF_ABSENT}, {rounds} rounds of {n} racers")
-                results.append(put_if_absent(client, target.bucket, scratch, rounds, n, pool))
+                results.append(put_if_absent(client, target.bucket, scratch, rounds, n, pool, budget))
         for name, fn in (
             (OVERWRITE, if_none_match_on_overwrite),
             (READ_AFTER_WRITE, read_after_write),
