@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult
+from checkers.claims import claim_text
 from harness.check.html import esc, page, verdict_badge
 from harness.check.report.graphs import graph_html
 from harness.check.report.plots import (
@@ -93,6 +94,7 @@ def render_report(
         _commands(run_dir, doc, run),
         _anomalies(run_dir, results, ops),
         _checkers(results),
+        _claims(results),
         _timeline(
             spans,
             faults,
@@ -231,7 +233,11 @@ def _rows(rows: list[Any]) -> str:
 
 
 def _anomaly(run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op], with_graph: bool) -> str:
-    claim = f"breaks spec <b>{esc(a.claim)}</b>" if a.claim else "evidence against several claims (no one claim)"
+    claim = (
+        f"breaks spec {_claim_link(a.claim)}: <q>{esc(claim_text(a.claim))}</q>"
+        if a.claim
+        else "evidence against several claims (no one claim)"
+    )
     parts = [
         f'<section class="anomaly" id="anomaly-{esc(checker)}-{n}">',
         f"<h3>{esc(a.title)} <code>{esc(a.kind)}</code></h3>",
@@ -265,6 +271,27 @@ def _anomaly(run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op]
     return "".join(parts)
 
 
+def _claim_link(claim: str) -> str:
+    """A claim id linked to its text in the page's "Spec claims" section."""
+    if not claim_text(claim):
+        return esc(claim)
+    return f'<a href="#claim-{esc(claim)}" title="{esc(claim_text(claim))}">{esc(claim)}</a>'
+
+
+def _claims(results: Sequence[CheckResult]) -> str:
+    """The text of every claim the page cites, so an anomaly's claim is read
+    where it is judged, not looked up elsewhere."""
+    cited = sorted({a.claim for r in results for a in r.anomalies if a.claim and claim_text(a.claim)})
+    if not cited:
+        return ""
+    rows = "".join(f'<tr id="claim-{esc(c)}"><th>{esc(c)}</th><td>{esc(claim_text(c))}</td></tr>' for c in cited)
+    return (
+        '<section id="claims"><h2>Spec claims cited</h2><p class="muted">From the contract under test, '
+        "<code>shared/spec/delta-guarantees.md</code>.</p>"
+        f"<table>{rows}</table></section>"
+    )
+
+
 def _anomalies(run_dir: Path, results: Sequence[CheckResult], ops: dict[str, Op]) -> str:
     total = sum(len(r.anomalies) for r in results)
     if not total:
@@ -277,7 +304,8 @@ def _anomalies(run_dir: Path, results: Sequence[CheckResult], ops: dict[str, Op]
             kinds.setdefault((r.checker, a.kind), []).append((n, a))
     rows = "".join(
         f"<tr><td><code>{esc(checker)}</code></td><td><code>{esc(kind)}</code></td><td>{esc(found[0][1].title)}</td>"
-        f"<td>{esc(', '.join(sorted({a.claim or '-' for _, a in found})))}</td><td class=num>{len(found)}</td>"
+        f"<td>{', '.join(_claim_link(c) for c in sorted({a.claim or '-' for _, a in found}))}</td>"
+        f"<td class=num>{len(found)}</td>"
         f'<td><a href="#anomaly-{esc(checker)}-{found[0][0]}">first</a></td></tr>'
         for (checker, kind), found in kinds.items()
     )
