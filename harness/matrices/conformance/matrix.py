@@ -55,7 +55,6 @@ from harness.matrices.conformance.verdict import (
     judge,
 )
 from harness.matrices.progress import CellProgress
-from harness.run.results import results_root
 
 CELL_TIMEOUT_S = 90.0
 # Starting a backend (moto, the proxy, two JVMs and their warm-up) is not
@@ -588,43 +587,3 @@ def exit_code(counts: Counter[str]) -> int:
     if counts[UNCONTROLLED] or counts[V_ERROR] or counts[UNJUDGED]:
         return 3
     return 0
-
-
-# -- command line ----------------------------------------------------------------
-
-
-def add_parser(sub: Any) -> None:
-    """`delta-jepsen conformance` (registered by harness.cli)."""
-    c = sub.add_parser(
-        "conformance",
-        help="deterministic two-transaction conflict schedules per spec claim, "
-        "as conformance.md / conformance.json; exit 1 on a safety deviation, 3 if a cell could not be judged",
-    )
-    c.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINES)} (default delta-rs)")
-    c.add_argument(
-        "--cells",
-        default=None,
-        help="only the cells whose id matches this regular expression, e.g. 'unpartitioned/Serializable/insert>'",
-    )
-    c.add_argument("--cell-timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell (default 90)")
-    c.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
-    c.add_argument(
-        "--jobs", type=int, default=1, help="workers at once, each with its own storage and nodes (default 1)"
-    )
-    c.add_argument("--no-progress", action="store_true", help="no progress line per cell on stderr")
-    c.add_argument("--junit-xml", metavar="PATH", default=None, help="also write one JUnit testcase per cell, for CI")
-
-
-def cmd_conformance(args: Any) -> int:
-    if args.cell_timeout <= 0:
-        raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
-    if args.jobs < 1:
-        raise HarnessError(f"--jobs must be >= 1: {args.jobs!r}")
-    target = junit.check_target(args.junit_xml)
-    root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    name = f"delta-jepsen.conformance.{args.engine}"
-    with junit.recording(target, name, name) as rec:
-        progress = not args.no_progress
-        return run_conformance(
-            args.engine, root, args.cells, args.cell_timeout, jobs=args.jobs, show_progress=progress, rec=rec
-        )
