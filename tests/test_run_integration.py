@@ -75,8 +75,9 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
     spec = json.loads((run_dir / "spec.json").read_text())
     assert spec["spec"]["seed"] is not None and "delta-jepsen run" in spec["repro"]
     for f in run_dir.rglob("*"):
-        if f.is_file() and f.suffix in (".json", ".jsonl", ".txt"):
+        if f.is_file() and f.suffix in (".json", ".jsonl", ".txt", ".html", ".svg"):
             assert "delta-jepsen-secret" not in f.read_text(errors="replace"), f
+    assert doc["report"] == "report.html" and (run_dir / "report.html").is_file(), doc.get("report_error")
     assert (results_dir / "latest").resolve() == run_dir.resolve()
     # Re-checking the stored run without any engine gives the same verdict.
     again = run_cli("check", str(run_dir))
