@@ -15,7 +15,7 @@ import pytest
 
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.kinds import KINDS
-from harness.check.pipeline import STORE_EXPLAINS, _store_failures_explain
+from harness.check.pipeline import STORE_EXPLAINS, _not_relying_on_put_if_absent, _store_failures_explain
 from harness.cli.main import main
 from harness.run.storage import EMBEDDED_SECRET, EmbeddedS3, SeaweedS3
 from harness.run.store_probe import (
@@ -234,6 +234,25 @@ def test_a_store_that_did_not_fail_changes_nothing(store: dict | None) -> None:
     assert _store_failures_explain(results, store) == 0
     assert [r.verdict for r in results] == [Verdict.INVALID, Verdict.INVALID, Verdict.VALID]
     assert results[0].anomalies[0].explanation == "op 1.1 was acknowledged but is in no commit"
+
+
+def test_an_engine_that_does_not_ask_for_put_if_absent_keeps_its_lost_writes() -> None:
+    """delta-spark's default S3 LogStore checks for the commit file, then
+    PUTs it plainly: a store's broken conditional PUT explains none of its losses."""
+    from harness.engines.base import Engine
+    from harness.engines.deltaspark import LOG_STORES
+
+    s3 = EmbeddedS3.__new__(EmbeddedS3)  # only its kind is read
+    protocols = {
+        "delta-rs": Engine.commit_protocol(None, s3),  # type: ignore[arg-type]
+        "delta-spark": LOG_STORES["default"][2],
+    }
+    assert _not_relying_on_put_if_absent({"delta-rs": protocols["delta-rs"]}) == []
+    assert _not_relying_on_put_if_absent(protocols) == ["delta-spark"]
+    results = _results()
+    failures = {PUT_IF_ABSENT: "the store let 2 racing conditional PUTs both succeed in round 1"}
+    assert _store_failures_explain(results, {"passed": False, "failures": failures}, ignore=(PUT_IF_ABSENT,)) == 0
+    assert results[0].verdict is Verdict.INVALID
 
 
 def test_a_stale_list_explains_stale_reads_not_lost_writes() -> None:

@@ -165,7 +165,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
             results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
     _undecodable_rows_are_no_evidence(results, log)
     store = run.get("store_self_check") if isinstance(run.get("store_self_check"), dict) else None
-    excused = _store_failures_explain(results, store)
+    protocols = spec.get("commit_protocols") if isinstance(spec.get("commit_protocols"), dict) else {}
+    not_relying = _not_relying_on_put_if_absent(protocols)
+    excused = _store_failures_explain(results, store, ignore=_PUT_IF_ABSENT_PROPERTIES if not_relying else ())
     verdict = combine([r.verdict for r in results])
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
@@ -188,7 +190,11 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
         "commit_protocols": spec.get("commit_protocols") or {},
-        "store_self_check": {**store, "anomalies_excused": excused} if store is not None else None,
+        "store_self_check": (
+            {**store, "anomalies_excused": excused, "engines_not_relying_on_put_if_absent": not_relying}
+            if store is not None
+            else None
+        ),
         "check_seconds": round(time.monotonic() - t0, 3),
     }
     summary = render_summary(run_dir, verdict, results, hstats, doc, run)
@@ -295,18 +301,39 @@ STORE_EXPLAINS = {
 }
 
 
-def _store_failures_explain(results: list[CheckResult], store: dict[str, Any] | None) -> int:
+_PUT_IF_ABSENT_PROPERTIES = ("put-if-absent", "if-none-match-on-overwrite")
+
+
+def _not_relying_on_put_if_absent(protocols: dict[str, Any]) -> list[str]:
+    """The engines whose commit protocol (spec.json's `commit_protocols`)
+    does not rest on the store's conditional PUT: delta-spark's
+    S3SingleDriverLogStore (an existence check, then a plain PUT) or
+    S3DynamoDBLogStore, a remote cluster's unknown LogStore. A store's broken
+    put-if-absent explains none of their losses."""
+    return sorted(
+        engine for engine, p in protocols.items() if "put-if-absent" not in str(p) and "If-None-Match" not in str(p)
+    )
+
+
+def _store_failures_explain(
+    results: list[CheckResult], store: dict[str, Any] | None, ignore: tuple[str, ...] = ()
+) -> int:
     """When the store failed its self-check, each anomaly such a store
     explains is said to be the store's, and a checker whose every anomaly is
     so becomes unknown for the engine, not invalid. Returns how many
-    anomalies were so explained. A store that passed changes nothing."""
+    anomalies were so explained. A store that passed changes nothing, and
+    neither do the failed properties named in `ignore` (those no engine of
+    the run relied on)."""
     failures = (store or {}).get("failures") or {}
     if not isinstance(failures, dict) or not failures:
         return 0
     # Property names carry the racers for several levels: put-if-absent@8.
     why: dict[str, str] = {}
     for prop, failure in failures.items():
-        for kind in STORE_EXPLAINS.get(str(prop).split("@")[0], ()):
+        base = str(prop).split("@")[0]
+        if base in ignore:
+            continue
+        for kind in STORE_EXPLAINS.get(base, ()):
             why.setdefault(kind, f"{prop}: {failure}")
     excused = 0
     for r in results:
@@ -421,6 +448,12 @@ def render_summary(
                 f"; {store.get('anomalies_excused', 0)} anomalies such a store explains are reported "
                 "as the store's (unknown for the engine)"
             )
+            if store.get("engines_not_relying_on_put_if_absent"):
+                line += (
+                    "; the commit protocol of "
+                    + ", ".join(store["engines_not_relying_on_put_if_absent"])
+                    + " does not rest on the store's put-if-absent, so a lost commit stays the engine's"
+                )
         lines.append(line)
     if run.get("interrupted"):
         lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
