@@ -28,6 +28,7 @@ def test_a_plan_composes_the_run_and_records_it() -> None:
         (RunSpec(engine="nope"), "unknown engine 'nope'"),
         (RunSpec(storage="nope"), "unknown storage 'nope'"),
         (RunSpec(isolation="Snapshot"), "unknown isolation level 'Snapshot'"),
+        (RunSpec(engine="delta-rs,delta-spark", storage="seaweedfs"), "delta-spark cannot run on --storage seaweedfs"),
         (RunSpec(log_store="nope"), "unknown --log-store 'nope'"),
         (RunSpec(storage="local", nemesis=["partition"]), "partition"),
     ],

@@ -107,6 +107,18 @@ class RunSpec:
         return shlex.join(["delta-jepsen", "run", *self.cli_args()])
 
 
+# Engine and storage pairs known not to work, and why: refused before
+# anything starts rather than failing mid-run as if the engine were at fault.
+_UNSUPPORTED_STORAGE = {
+    # SeaweedFS without S3 logins (how the harness runs it, so any per-client
+    # key id works) refuses the chunk-signed uploads Hadoop's S3A client sends
+    # over http: 400 "Signed request requires setting up SeaweedFS S3
+    # authentication", and the table's log cannot be created.
+    ("delta-spark", "seaweedfs"): "SeaweedFS without S3 logins refuses S3A's chunk-signed uploads "
+    "(use --storage s3 or local)",
+}
+
+
 @dataclass
 class TestPlan:
     """One run, composed once from its spec: every part checked before
@@ -138,6 +150,10 @@ class TestPlan:
             make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=progress, remotes=remotes)
             for n in parse_engine_list(spec.engine)
         ]
+        for e in engines:
+            why = _UNSUPPORTED_STORAGE.get((e.name, spec.storage))
+            if why:
+                raise HarnessError(f"{e.name} cannot run on --storage {spec.storage}: {why}")
         return cls(
             spec=spec,
             workload=workload,
