@@ -145,10 +145,12 @@ def test_store_check_exits_1_on_a_store_without_put_if_absent(stores: Stores) ->
     assert doc["passed"] is True and len(doc["properties"]) == 4 and good.stderr == ""
 
 
-def test_store_check_embedded_self_test() -> None:
-    p = run_cli("store-check", "--embedded", "--rounds", "2", "--concurrency", "2", "--tries", "1", timeout=90)
+@pytest.mark.parametrize("embedded", ["moto", "seaweedfs"])
+def test_store_check_embedded_self_test(embedded: str) -> None:
+    args = ("--embedded", embedded, "--rounds", "2", "--concurrency", "2", "--tries", "1")
+    p = run_cli("store-check", *args, timeout=90)
     assert p.returncode == 0, p.stderr
-    assert "store: embedded" in p.stdout and "verdict: fit for Delta" in p.stdout
+    assert f"store: embedded {embedded}" in p.stdout and "verdict: fit for Delta" in p.stdout
     assert EMBEDDED_SECRET not in p.stdout + p.stderr
 
 

@@ -21,6 +21,7 @@ from harness.core.errors import HarnessError
 
 EXIT_UNDECIDED = 3
 EMBEDDED = "embedded"
+EMBEDDED_STORES = ("moto", "seaweedfs")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
@@ -42,7 +43,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         "--concurrency", default="2,8,32", help="racers per round, comma-separated levels >= 2 (default 2,8,32)"
     )
     s.add_argument("--tries", type=positive(int), default=5, help="tries of each of the other properties (5)")
-    s.add_argument("--embedded", action="store_true", help="probe an embedded moto server (a self-test)")
+    s.add_argument(
+        "--embedded",
+        nargs="?",
+        const="moto",
+        default=None,
+        choices=EMBEDDED_STORES,
+        help="probe a store the harness starts itself: moto (the default) or seaweedfs (a self-test)",
+    )
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     return {"store-check": cmd_store_check}
 
@@ -61,13 +69,13 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     from harness.run.store_probe import StoreTarget, check_store
 
     levels = _levels(args.concurrency)
-    embedded = args.embedded or args.s3_endpoint == EMBEDDED
+    embedded = args.embedded or ("moto" if args.s3_endpoint == EMBEDDED else None)
     progress = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     if embedded:
-        from harness.run.storage import EmbeddedS3
+        from harness.run.storage import EmbeddedS3, SeaweedS3
 
         with tempfile.TemporaryDirectory(prefix="dj-store-check-") as tmp:
-            store = EmbeddedS3(Path(tmp) / "moto.log")
+            store = EmbeddedS3(Path(tmp) / "moto.log") if embedded == "moto" else SeaweedS3(Path(tmp))
             try:
                 target = StoreTarget.from_storage(store)
                 target.prefix = args.prefix
@@ -81,7 +89,7 @@ def cmd_store_check(args: argparse.Namespace) -> int:
         result = check_store(target, rounds=args.rounds, concurrency=levels, tries=args.tries, progress=progress)
     doc = result.to_json()
     if embedded:
-        doc["endpoint"] = EMBEDDED
+        doc["endpoint"] = f"{EMBEDDED} {embedded}"  # its port was this process's alone
     print(json.dumps(doc, indent=2) if args.json else _render(doc))
     if result.passed is False:
         return 1
