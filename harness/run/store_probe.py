@@ -263,10 +263,12 @@ def put_if_absent(
         round_no = r + 1
         if len(won) > 1:
             counts["several_winners"] += 1
+            kept = None
             try:
-                kept = _get(client, bucket, key)
+                if not failures:  # which write survived is told once, for the first such round
+                    kept = _get(client, bucket, key)
             except Exception:  # noqa: BLE001 - the double win is the finding; what survived is colour
-                kept = None
+                pass
             both = "both" if len(won) == 2 else "all"
             sentence = (
                 f"the store let {len(won)} racing conditional PUTs {both} succeed in round {round_no} "
