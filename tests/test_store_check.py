@@ -172,6 +172,7 @@ def test_store_check_bad_input_is_one_line(
     # environment checks need no interpreter of their own.
     for k, v in {"AWS_ENDPOINT_URL": "", **env}.items():
         monkeypatch.setenv(k, v)
+    code: int | str | None
     try:
         code = main(["store-check", *args])
     except SystemExit as e:  # argparse's own checks exit from the parser
