@@ -312,6 +312,8 @@ def test_a_run_on_a_store_without_put_if_absent_blames_the_store(stores: Stores,
     assert "racing conditional PUTs all succeed in round 1" in lost[0]["explanation"]
     assert doc["store_self_check"]["anomalies_excused"] >= len(lost)
     assert "store self-check: FAILED: " in (run_dir / "summary.txt").read_text()
+    page = (run_dir / "report.html").read_text()
+    assert '<div class="sub" id="store-check" style="color:' in page and "store self-check: FAILED: " in page
     assert SECRET not in p.stdout + p.stderr + (run_dir / "run.json").read_text() + json.dumps(doc)
 
     # The excuse is the record's: the same folder with a store that passed is the engine's failure.
@@ -358,4 +360,5 @@ def test_a_clean_run_records_its_store_self_check(results_dir: Path) -> None:
     assert (
         f"store self-check: passed (put-if-absent {racing['rounds']}/{racing['rounds']} rounds one winner" in p.stdout
     )
+    assert '<div class="sub" id="store-check">store self-check: passed' in (run_dir / "report.html").read_text()
     assert json.loads((run_dir / "run.json").read_text())["store_self_check"]["passed"] is True

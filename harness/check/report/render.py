@@ -13,7 +13,7 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult
 from checkers.claims import claim_text
-from harness.check.html import esc, page, verdict_badge
+from harness.check.html import VERDICT_COLOURS, esc, page, verdict_badge
 from harness.check.report.graphs import graph_html
 from harness.check.report.plots import (
     Fault,
@@ -169,8 +169,23 @@ def _header(run_dir: Path, verdict: str, doc: dict[str, Any], spec: dict[str, An
         f'<header><h1 id="verdict" class="verdict">{verdict_badge(verdict)} {esc(_run_name(run_dir))}</h1>'
         f'<div class="sub">{_spec_line(spec)}</div>'
         + (f'<div class="sub" id="commit-protocol">commit protocol: {esc(commit)}</div>' if commit else "")
+        + _store_line(doc)
         + f'<div class="sub">{esc(counts)}</div></header>'
     )
+
+
+def _store_line(doc: dict[str, Any]) -> str:
+    """The S3 store's self-check: a store that let two conditional PUTs win
+    would make an engine look like it lost commits."""
+    store = doc.get("store_self_check")
+    if not isinstance(store, dict):
+        return ""
+    text = f"store self-check: {store.get('summary', '?')}"
+    if store.get("passed") is False:
+        text += f"; {store.get('anomalies_excused', 0)} anomalies such a store explains are reported as the store's"
+        colour = VERDICT_COLOURS["invalid"]
+        return f'<div class="sub" id="store-check" style="color:{colour};font-weight:600">{esc(text)}</div>'
+    return f'<div class="sub" id="store-check">{esc(text)}</div>'
 
 
 def _commands(run_dir: Path, doc: dict[str, Any], run: dict[str, Any]) -> str:
