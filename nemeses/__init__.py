@@ -14,11 +14,16 @@ _REGISTRY: dict[str, str] = {
     "s3-errors": "nemeses.s3:S3ErrorsNemesis",
     "latency": "nemeses.s3:LatencyNemesis",
     "ambiguous": "nemeses.s3:AmbiguousNemesis",
+    "ambiguous-5xx": "nemeses.s3:Ambiguous5xxNemesis",
+    "ambiguous-late": "nemeses.s3:AmbiguousLateNemesis",
+    "stale-list": "nemeses.s3:StaleListNemesis",
     "unsafe-put": "nemeses.s3:UnsafePutNemesis",
 }
 NEMESIS_NAMES = ("none", *_REGISTRY)
 # Faults that act through the S3 fault proxy: selecting one turns it on.
-PROXY_NEMESES = frozenset({"partition", "s3-errors", "latency", "ambiguous", "unsafe-put"})
+PROXY_NEMESES = frozenset(
+    {"partition", "s3-errors", "latency", "ambiguous", "ambiguous-5xx", "ambiguous-late", "stale-list", "unsafe-put"}
+)
 
 
 def parse_nemeses(spec: str | None) -> list[str]:

@@ -5,6 +5,15 @@
 - latency: added delay, with jitter.
 - ambiguous: commit PUTs are applied upstream, but their answer is lost (the
   client sees a reset): the writer cannot know whether it committed.
+- ambiguous-5xx: commit PUTs are applied upstream, then answered 500
+  InternalError or 503 SlowDown: an error the client may retry, although
+  its commit is in the log.
+- ambiguous-late: commit PUTs are applied upstream, and their answer is held
+  past any client timeout (until the heal): the writer times out.
+- stale-list: LISTs omit the keys first written less than a few seconds
+  ago while GETs find them, as an eventually consistent store's listing
+  does (a store the Delta protocol does not support: it asks for
+  consistent listing).
 - partition: a node (all its clients) or one client is blackholed: requests
   get no answer until the fault is removed.
 - unsafe-put: If-None-Match is stripped from commit PUTs, so a commit may
@@ -124,3 +133,39 @@ class UnsafePutNemesis(ProxyNemesis):
 
     def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
         return {"method": "PUT", "path_class": "commit"}, {}
+
+
+class Ambiguous5xxNemesis(ProxyNemesis):
+    name = "ambiguous-5xx"
+    kind = "applied-error"
+
+    def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
+        target = {"method": "PUT", "path_class": "commit", **_node_or_all(ctx)}
+        return target, {"status": ctx.rng.choice([500, 503]), "rate": 0.5}
+
+
+# Longer than any client waits for a PUT (delta-rs's object store timeout is
+# the run's --op-timeout, 30 s by default): a late answer is a timeout. The
+# heal ends what is still held, so a run never waits this long.
+LATE_MS = 120_000
+
+
+class AmbiguousLateNemesis(ProxyNemesis):
+    name = "ambiguous-late"
+    kind = "applied-late"
+
+    def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
+        target = {"method": "PUT", "path_class": "commit", **_node_or_all(ctx)}
+        # One held answer per fault: each costs its client a whole op timeout.
+        return target, {"ms": LATE_MS, "then": "reset", "count": 1}
+
+
+class StaleListNemesis(ProxyNemesis):
+    name = "stale-list"
+    kind = "stale-list"
+
+    def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
+        # path_class commit: listings of the log, which is where clients
+        # find the latest version.
+        target = {"method": "LIST", "path_class": "commit", **_node_or_all(ctx)}
+        return target, {"ms": ctx.rng.choice([1000, 3000, 5000])}

@@ -50,8 +50,13 @@ class S3ProxyClient:
     def add_fault(self, kind: str, target: dict[str, Any] | None = None, **params: Any) -> int:
         """A fault rule; returns its id. target: {client, node, method,
         path_class}, any subset (a value may be a list). params by kind:
-        latency {ms, jitter_ms}, error {status: 500|503}, pin {version}; every
-        kind takes rate (0..1) and count (max applications)."""
+        latency {ms, jitter_ms}, error {status: 500|503}, pin {version},
+        applied-error {status: 500|503} and applied-late {ms, then:
+        send|reset} (a request the store applied, answered with an error or
+        late; default target PUT), stale-list {ms} (LIST without the keys
+        first written less than ms ago; target LIST). Every kind takes rate
+        (0..1) and count (max applications; for applied-* only requests the
+        store applied count, for stale-list only listings it changed)."""
         return int(self._call("POST", "faults", {"kind": kind, "target": target or {}, "params": params})["id"])
 
     def remove_fault(self, rule_id: int) -> None:

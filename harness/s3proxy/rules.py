@@ -89,7 +89,16 @@ class Hold:
         }
 
 
-_DEFAULT_TARGETS = {"hold": {"method": "PUT", "path_class": "commit"}, "strip-if-none-match": {"method": "PUT"}}
+# Faults that act on one request kind only take it as their default target:
+# an applied-error is about a write that took effect, a stale list about LIST.
+_DEFAULT_TARGETS = {
+    "hold": {"method": "PUT", "path_class": "commit"},
+    "strip-if-none-match": {"method": "PUT"},
+    "applied-error": {"method": "PUT"},
+    "applied-late": {"method": "PUT"},
+    "stale-list": {"method": "LIST"},
+}
+LATE_THEN = ("send", "reset")
 
 
 def _validate(kind: str, target: dict[str, Any], params: dict[str, Any]) -> None:
@@ -108,8 +117,21 @@ def _validate(kind: str, target: dict[str, Any], params: dict[str, Any]) -> None
         raise ValueError(f"rate must be in [0, 1], got {rate!r}")
     if kind == "error" and params.get("status", 500) not in ERROR_CODES:
         raise ValueError(f"error status must be one of {sorted(ERROR_CODES)}")
+    count = params.get("count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+        raise ValueError(f"count must be a non-negative integer, got {count!r}")
+    if kind == "applied-error" and params.get("status", 500) not in ERROR_CODES:
+        raise ValueError(f"applied-error status must be one of {sorted(ERROR_CODES)}")
     if kind == "latency" and not isinstance(params.get("ms", 0), (int, float)):
         raise ValueError("latency needs a numeric ms")
+    if kind in ("applied-late", "stale-list"):
+        ms = params.get("ms")
+        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms <= 3_600_000:
+            raise ValueError(f"{kind} needs ms in (0, 3600000], got {ms!r}")
+    if kind == "applied-late" and params.get("then", "send") not in LATE_THEN:
+        raise ValueError(f"applied-late then must be one of {', '.join(LATE_THEN)}")
+    if kind == "stale-list" and target.get("method") not in ("LIST", ["LIST"]):
+        raise ValueError("stale-list acts on LIST requests only (method LIST)")
     if kind == "hold" and params.get("version") is not None and not isinstance(params["version"], int):
         raise ValueError("a hold's version must be an integer")
     if kind == "pin" and not isinstance(params.get("version"), int):

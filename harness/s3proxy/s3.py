@@ -4,12 +4,25 @@ the table version it names; S3 error bodies and pinned listings (pure)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from harness.s3proxy.http import _REASONS, Headers, Response
 
 CONTROL_PREFIX = "/__dj__/"
-FAULT_KINDS = ("latency", "error", "reset", "ambiguous", "partition", "strip-if-none-match", "hold", "pin")
+FAULT_KINDS = (
+    "latency",
+    "error",
+    "reset",
+    "ambiguous",
+    "applied-error",
+    "applied-late",
+    "stale-list",
+    "partition",
+    "strip-if-none-match",
+    "hold",
+    "pin",
+)
 REQUEST_KINDS = ("GET", "PUT", "LIST", "HEAD", "DELETE", "POST")
 PATH_CLASSES = ("commit", "checkpoint", "log", "data", "bucket")
 ERROR_CODES = {500: "InternalError", 503: "SlowDown"}
@@ -95,27 +108,54 @@ def hidden_by_pin(key: str, version: int) -> bool:
     return v is not None and v > version
 
 
+def listed_keys(body: bytes) -> list[str]:
+    """The object keys of a ListObjects response, in order."""
+    out = []
+    for e in _CONTENTS_RX.findall(body):
+        m = _KEY_RX.search(e)
+        out.append(unquote(m.group(1).decode()) if m else "")
+    return out
+
+
+def drop_listed(body: bytes, drop: Callable[[list[str]], set[int]]) -> tuple[bytes, int]:
+    """A ListObjects response without the entries whose indexes `drop` picks
+    from the listed keys, KeyCount lowered to match (a client that trusts
+    KeyCount must see the same listing). Returns (body, entries dropped)."""
+    entries = _CONTENTS_RX.findall(body)
+    gone = drop(listed_keys(body))
+    if not gone:
+        return body, 0
+    for i in sorted(gone):
+        body = body.replace(entries[i], b"", 1)
+    m = re.search(rb"<KeyCount>(\d+)</KeyCount>", body)
+    if m:
+        body = body[: m.start(1)] + str(int(m.group(1)) - len(gone)).encode() + body[m.end(1) :]
+    return body, len(gone)
+
+
 def filter_listing(body: bytes, version: int) -> tuple[bytes, int]:
     """A ListObjects response without the log files of versions > `version`,
     and without `_last_checkpoint` when a hidden checkpoint shows it points
     past the pin. Returns (body, entries dropped)."""
-    entries = _CONTENTS_RX.findall(body)
-    keys = []
-    for e in entries:
-        m = _KEY_RX.search(e)
-        keys.append(unquote(m.group(1).decode()) if m else "")
-    drop = {i for i, k in enumerate(keys) if hidden_by_pin(k, version)}
-    if any(path_class(keys[i]) == "checkpoint" for i in drop):
-        drop |= {i for i, k in enumerate(keys) if k.endswith("_delta_log/_last_checkpoint")}
-    if not drop:
-        return body, 0
-    dropped = [entries[i] for i in sorted(drop)]
-    for e in dropped:
-        body = body.replace(e, b"", 1)
-    m = re.search(rb"<KeyCount>(\d+)</KeyCount>", body)
-    if m:
-        body = body[: m.start(1)] + str(int(m.group(1)) - len(dropped)).encode() + body[m.end(1) :]
-    return body, len(dropped)
+
+    def drop(keys: list[str]) -> set[int]:
+        out = {i for i, k in enumerate(keys) if hidden_by_pin(k, version)}
+        if any(path_class(keys[i]) == "checkpoint" for i in out):
+            out |= {i for i, k in enumerate(keys) if k.endswith("_delta_log/_last_checkpoint")}
+        return out
+
+    return drop_listed(body, drop)
+
+
+def filter_young(body: bytes, bucket: str, put_at: dict[tuple[str, str], float], cutoff: float) -> tuple[bytes, int]:
+    """A ListObjects response without the keys first PUT after `cutoff` (a
+    monotonic time): what an eventually consistent listing has not caught up
+    with yet. Returns (body, entries dropped)."""
+
+    def drop(keys: list[str]) -> set[int]:
+        return {i for i, k in enumerate(keys) if put_at.get((bucket, k), float("-inf")) > cutoff}
+
+    return drop_listed(body, drop)
 
 
 def s3_error(status: int, code: str, message: str, resource: str = "") -> Response:

@@ -37,6 +37,7 @@ from harness.s3proxy.s3 import (
     MAX_HEADER_BYTES,
     access_key_id,
     filter_listing,
+    filter_young,
     hidden_by_pin,
     log_version,
     parse_identity,
@@ -49,6 +50,9 @@ from harness.s3proxy.upstream import Resigner, Upstream, _Unsignable
 
 # --- the proxy -----------------------------------------------------------------------
 
+MAX_TRACKED_KEYS = 200_000
+MAX_STALE_S = 3600.0
+
 
 class Proxy:
     def __init__(self, upstream: Upstream, seed: int | None = None):
@@ -59,6 +63,11 @@ class Proxy:
         self.holds: dict[int, Hold] = {}
         self.hold_added = asyncio.Event()
         self.healed = asyncio.Event()  # set and replaced at each heal/rule removal: wakes blackholed requests
+        self.flushed = asyncio.Event()  # set and replaced at each heal only: ends late answers
+        # When each key was first written through the proxy (monotonic): a
+        # stale listing hides the young ones, so it must see every write,
+        # also those made before its rule was armed.
+        self.put_at: dict[tuple[str, str], float] = {}
         self.registry: dict[str, tuple[str | None, str]] = {}
         self.stats: dict[str, Any] = {
             "requests": 0,
@@ -178,12 +187,82 @@ class Proxy:
             self._applied(hold)
             return await self._held(hold, info, req)
         resp = await self._forward(req, info)
+        applied = 200 <= resp.status < 300
+        if applied:
+            self._note_write(info, req)
         for rule in self.matching(info, "ambiguous"):
             if self._fires(rule):
                 self._applied(rule)
                 raise _Dropped()  # the write applied upstream; its answer is lost
+        if applied:
+            resp = await self._after_applied(info, req, resp)
         if pin is not None and resp.status == 200:
             resp = self._apply_pin(pin, info, req, resp)
+        if info.kind == "LIST" and resp.status == 200:
+            resp = self._stale_list(info, resp)
+        return resp
+
+    def _note_write(self, info: ReqInfo, req: Request) -> None:
+        if not info.object_key:
+            return
+        where = (info.bucket, info.object_key)
+        if info.kind == "DELETE":
+            self.put_at.pop(where, None)  # written again later, it is young again
+            return
+        # A multipart upload's object exists once completed (POST ?uploadId),
+        # not at its first part (PUT ?partNumber&uploadId) or its initiation.
+        multipart = "uploadId=" in req.target
+        if (info.kind == "PUT" and not multipart) or (info.kind == "POST" and multipart):
+            if len(self.put_at) >= MAX_TRACKED_KEYS:
+                self._forget_old_writes()
+            self.put_at.setdefault(where, time.monotonic())
+
+    def _forget_old_writes(self) -> None:
+        """Keys older than any stale listing may hide: a key forgotten reads
+        as old, which is what it is."""
+        horizon = time.monotonic() - MAX_STALE_S
+        self.put_at = {k: t for k, t in self.put_at.items() if t > horizon}
+
+    async def _after_applied(self, info: ReqInfo, req: Request, resp: Response) -> Response:
+        """A request the store applied, answered late and/or with an error: the
+        client cannot tell it from one that never took effect. Only a
+        request that succeeded upstream counts toward rate and count, so
+        "the first N" are N writes that did happen."""
+        late = next((r for r in self.matching(info, "applied-late") if self._fires(r)), None)
+        if late is not None:
+            self._applied(late)
+            await self._late(float(late.params["ms"]) / 1000)
+            if late.params.get("then", "send") == "reset":
+                raise _Dropped()
+        for rule in self.matching(info, "applied-error"):
+            if self._fires(rule):
+                self._applied(rule)
+                status = int(rule.params.get("status", 500))
+                return s3_error(status, ERROR_CODES[status], "injected by delta-jepsen s3proxy (applied)", req.target)
+        return resp
+
+    async def _late(self, seconds: float) -> None:
+        """Hold an answer for `seconds`, or until a heal: an answer already
+        owed outlives its rule's removal (the client is waiting on it), but
+        a heal leaves nothing pending."""
+        ev = self.flushed
+        try:
+            await asyncio.wait_for(ev.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _stale_list(self, info: ReqInfo, resp: Response) -> Response:
+        """A listing that has not caught up with the newest writes, while a
+        GET of them succeeds: an eventually consistent store's LIST."""
+        for rule in self.matching(info, "stale-list"):
+            if not self._fires(rule):
+                continue
+            cutoff = time.monotonic() - float(rule.params["ms"]) / 1000
+            body, dropped = filter_young(resp.body, info.bucket, self.put_at, cutoff)
+            if dropped:
+                self._applied(rule)
+                self.stats["stale_list_hidden"] = self.stats.get("stale_list_hidden", 0) + dropped
+                return Response(resp.status, resp.reason, resp.headers, body)
         return resp
 
     async def _forward(self, req: Request, info: ReqInfo) -> Response:
@@ -297,6 +376,8 @@ class Proxy:
             if not h.release.done():
                 h.release.set_result("forward")
         self._wake()
+        self.flushed.set()
+        self.flushed = asyncio.Event()
         return {"removed": n, "released": [h.id for h in held]}
 
     async def wait_holds(self, client: str | None, wait: float) -> list[Hold]:

@@ -1,0 +1,434 @@
+"""Ambiguous faults as real stores produce them (issue 15, item 4): a write
+the store applied and still answered 500/503, or answered after the client
+gave up; and a listing that has not caught up with the newest writes while
+a GET finds them. Each seen through a real boto3 client against moto behind
+the proxy, then through a real engine run per nemesis."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+from harness.core.errors import HarnessError
+from harness.run.storage import EmbeddedS3, open_storage
+from harness.s3proxy.s3 import filter_young
+from tests.conftest import assert_only_known_findings, load_results, only_run_dir, run_cli
+
+LOG = "t/_delta_log/"
+C0, C1, C2 = (f"{LOG}{v:020d}.json" for v in range(3))
+DATA = "t/part-00000-0b1c.c000.snappy.parquet"
+DROPPED = (ConnectionClosedError, EndpointConnectionError, ReadTimeoutError)
+
+
+@pytest.fixture
+def s3(tmp_path: Path) -> Iterator[EmbeddedS3]:
+    """moto_server with the proxy in front (its own ports per test)."""
+    storage = open_storage("s3", tmp_path, proxy=True)
+    assert isinstance(storage, EmbeddedS3)
+    try:
+        yield storage
+    finally:
+        storage.stop()
+
+
+def ctl(s3: EmbeddedS3) -> Any:
+    assert s3.proxy is not None
+    return s3.proxy
+
+
+def client(s3: EmbeddedS3, key: str, read_timeout: float = 10) -> Any:
+    """A boto3 client through the proxy, signing as `key`. No retries at all
+    (total_max_attempts counts the first attempt; max_attempts would not):
+    a retried PUT would hide the first answer behind the second."""
+    assert s3._proxy_proc is not None
+    return boto3.client(
+        "s3",
+        endpoint_url=s3._proxy_proc.endpoint,
+        aws_access_key_id=key,
+        aws_secret_access_key="x",
+        region_name="us-east-1",
+        config=Config(connect_timeout=3, read_timeout=read_timeout, retries={"total_max_attempts": 1}),
+    )
+
+
+def body(s3: EmbeddedS3, key: str) -> bytes | None:
+    """Asked of moto directly, past the proxy."""
+    try:
+        return s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
+    except ClientError as e:
+        assert e.response["Error"]["Code"] in ("404", "NoSuchKey")
+        return None
+
+
+def put(c: Any, s3: EmbeddedS3, key: str, data: bytes = b"{}") -> str:
+    """'ok' or the error code the client saw."""
+    try:
+        c.put_object(Bucket=s3.bucket, Key=key, Body=data, IfNoneMatch="*")
+        return "ok"
+    except ClientError as e:
+        return str(e.response["Error"]["Code"])
+
+
+def listed(c: Any, s3: EmbeddedS3, prefix: str = LOG) -> list[str]:
+    resp = c.list_objects_v2(Bucket=s3.bucket, Prefix=prefix)
+    keys = [o["Key"] for o in resp.get("Contents", [])]
+    assert resp["KeyCount"] == len(keys)
+    return keys
+
+
+# --- applied, then 500/503 ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status, code", [(500, "InternalError"), (503, "SlowDown")])
+def test_applied_error_answers_5xx_for_a_put_that_took_effect(s3: EmbeddedS3, status: int, code: str) -> None:
+    a = client(s3, "dj-n1-1")
+    ctl(s3).add_fault("applied-error", {"path_class": "commit"}, status=status)
+    with pytest.raises(ClientError) as e:
+        a.put_object(Bucket=s3.bucket, Key=C1, Body=b'{"commitInfo":{}}', IfNoneMatch="*")
+    assert e.value.response["Error"]["Code"] == code
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+    assert a.get_object(Bucket=s3.bucket, Key=C1)["Body"].read() == b'{"commitInfo":{}}'  # yet it is there
+    # The writer that retries its own commit now loses to itself.
+    ctl(s3).heal()
+    assert put(a, s3, C1) == "PreconditionFailed"
+    assert ctl(s3).stats()["faults"] == {"applied-error": 1}
+
+
+def test_applied_error_spares_requests_the_store_refused_and_counts_only_applied_ones(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1")
+    assert put(a, s3, C0) == "ok"
+    ctl(s3).add_fault("applied-error", {"path_class": "commit"}, status=503, count=2)
+    # A PUT the store refused (412) keeps its answer: it did not apply, so
+    # it is no ambiguous write, and it does not use up the count.
+    assert put(a, s3, C0) == "PreconditionFailed"
+    assert [put(a, s3, f"{LOG}{v:020d}.json") for v in (1, 2, 3, 4)] == ["SlowDown", "SlowDown", "ok", "ok"]
+    assert all(body(s3, f"{LOG}{v:020d}.json") == b"{}" for v in (1, 2, 3, 4))
+    assert put(a, s3, DATA) == "ok"  # a data PUT is not a commit
+    assert ctl(s3).faults()[0]["applied"] == 2
+
+
+def test_applied_error_at_a_rate_and_for_one_client_only(s3: EmbeddedS3) -> None:
+    a, b = client(s3, "dj-n1-1"), client(s3, "dj-n2-2")
+    ctl(s3).add_fault("applied-error", {"client": "1"}, status=500, rate=0.5)
+    outcomes = [put(a, s3, f"t/a{i}") for i in range(40)]
+    errors = outcomes.count("InternalError")
+    assert 8 <= errors <= 32 and errors + outcomes.count("ok") == 40, outcomes
+    assert all(body(s3, f"t/a{i}") == b"{}" for i in range(40))  # every one applied
+    assert [put(b, s3, f"t/b{i}") for i in range(5)] == ["ok"] * 5
+    assert ctl(s3).stats()["faults"]["applied-error"] == errors
+
+
+def test_applied_error_by_node(s3: EmbeddedS3) -> None:
+    ctl(s3).add_fault("applied-error", {"node": "n2"}, status=503)
+    assert put(client(s3, "dj-n2-7"), s3, "t/x") == "SlowDown"
+    assert put(client(s3, "dj-n2"), s3, "t/y") == "SlowDown"  # a Sail server's identity
+    assert put(client(s3, "dj-n1-7"), s3, "t/z") == "ok"
+    assert body(s3, "t/x") == body(s3, "t/y") == b"{}"
+
+
+# --- applied, then answered late ---------------------------------------------------------
+
+
+def test_applied_late_times_the_client_out_after_the_write_applied(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1", read_timeout=1)
+    ctl(s3).add_fault("applied-late", {"path_class": "commit"}, ms=4000)
+    t = time.monotonic()
+    with pytest.raises(ReadTimeoutError):
+        a.put_object(Bucket=s3.bucket, Key=C0, Body=b"A", IfNoneMatch="*")
+    assert 0.9 <= time.monotonic() - t < 3
+    assert body(s3, C0) == b"A"  # applied before the answer was held
+    ctl(s3).heal()
+
+
+def test_applied_late_answer_arrives_after_ms_then_is_sent_or_reset(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1", read_timeout=10)
+    rule = ctl(s3).add_fault("applied-late", {}, ms=600, count=1)
+    t = time.monotonic()
+    assert put(a, s3, "t/late") == "ok"  # the client waited long enough
+    assert time.monotonic() - t >= 0.6
+    t = time.monotonic()
+    assert put(a, s3, "t/on-time") == "ok"  # count 1: only the first
+    assert time.monotonic() - t < 0.5
+    ctl(s3).remove_fault(rule)
+    ctl(s3).add_fault("applied-late", {}, ms=300, then="reset")
+    with pytest.raises(DROPPED):
+        a.put_object(Bucket=s3.bucket, Key="t/reset", Body=b"R")
+    assert body(s3, "t/reset") == b"R"
+
+
+def test_heal_ends_a_late_answer_at_once(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1", read_timeout=30)
+    ctl(s3).add_fault("applied-late", {}, ms=60_000)
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        t = time.monotonic()
+        out["result"] = put(a, s3, "t/held")
+        out["took"] = time.monotonic() - t
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    deadline = time.monotonic() + 10
+    while body(s3, "t/held") is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert "result" not in out  # applied, answer held
+    ctl(s3).heal()
+    th.join(10)
+    assert out["result"] == "ok" and out["took"] < 10, out
+
+
+# --- stale listings --------------------------------------------------------------------
+
+
+def test_filter_young_drops_only_keys_written_after_the_cutoff() -> None:
+    def entry(k: str) -> str:
+        return f"<Contents><Key>{k}</Key><Size>1</Size></Contents>"
+
+    xml = f"<ListBucketResult><KeyCount>3</KeyCount>{entry(C0)}{entry(C1)}{entry(C2)}</ListBucketResult>".encode()
+    put_at = {("b", C1): 10.0, ("b", C2): 20.0, ("other", C0): 30.0}
+    out, dropped = filter_young(xml, "b", put_at, cutoff=15.0)
+    assert dropped == 1 and b"<KeyCount>2</KeyCount>" in out
+    assert C0.encode() in out and C1.encode() in out and C2.encode() not in out
+    assert filter_young(xml, "b", put_at, cutoff=25.0) == (xml, 0)
+
+
+def test_stale_list_hides_a_fresh_key_that_get_finds_until_ms_passed(s3: EmbeddedS3) -> None:
+    s3.boto3_client().put_object(Bucket=s3.bucket, Key=C0, Body=b"{}")  # past the proxy: an old key
+    a, b = client(s3, "dj-n1-1"), client(s3, "dj-n1-2")
+    ctl(s3).add_fault("stale-list", {"client": "1"}, ms=1500)
+    t = time.monotonic()
+    assert put(a, s3, C1) == "ok"
+    assert listed(a, s3) == [C0]  # the new commit is not listed...
+    assert a.get_object(Bucket=s3.bucket, Key=C1)["Body"].read() == b"{}"  # ...but is there
+    assert listed(b, s3) == [C0, C1]  # a client the rule does not name sees it
+    time.sleep(max(0.0, 1.6 - (time.monotonic() - t)))
+    assert listed(a, s3) == [C0, C1]
+    assert ctl(s3).stats()["stale_list_hidden"] == 1
+
+
+def test_stale_list_count_limits_the_stale_listings(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1")
+    assert put(a, s3, C0) == "ok"
+    ctl(s3).add_fault("stale-list", {}, ms=30_000, count=1)
+    assert listed(a, s3, "t/nothing/") == []  # nothing to hide: not counted
+    assert listed(a, s3) == []
+    assert listed(a, s3) == [C0]  # count 1: only the first stale listing
+    assert ctl(s3).faults()[0]["applied"] == 1
+
+
+def test_stale_list_at_a_rate(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1")
+    assert put(a, s3, C0) == "ok"
+    ctl(s3).add_fault("stale-list", {}, ms=30_000, rate=0.5)
+    seen = [len(listed(a, s3)) for _ in range(40)]
+    assert 8 <= seen.count(0) <= 32 and seen.count(0) + seen.count(1) == 40, seen
+
+
+def test_a_deleted_and_rewritten_key_is_young_again(s3: EmbeddedS3) -> None:
+    a = client(s3, "dj-n1-1")
+    assert put(a, s3, C0) == "ok"
+    ctl(s3).add_fault("stale-list", {}, ms=800)
+    time.sleep(0.9)
+    assert listed(a, s3) == [C0]
+    a.delete_object(Bucket=s3.bucket, Key=C0)
+    assert put(a, s3, C0) == "ok"
+    assert listed(a, s3) == []
+
+
+def test_bad_parameters_are_refused(s3: EmbeddedS3) -> None:
+    for kind, target, params, msg in [
+        ("applied-error", {}, {"status": 404}, "applied-error status"),
+        ("applied-late", {}, {}, "needs ms"),
+        ("applied-late", {}, {"ms": -1}, "needs ms"),
+        ("applied-late", {}, {"ms": 10, "then": "drop"}, "then must be"),
+        ("stale-list", {}, {"ms": "5"}, "needs ms"),
+        ("stale-list", {"method": "PUT"}, {"ms": 5}, "LIST requests only"),
+        ("applied-error", {}, {"count": -1}, "count must be"),
+    ]:
+        with pytest.raises(HarnessError, match=msg):
+            ctl(s3).add_fault(kind, target, **params)
+    assert ctl(s3).faults() == []
+    rules = [ctl(s3).add_fault(k, {}, ms=5) for k in ("applied-late", "stale-list")]
+    assert [r["target"]["method"] for r in ctl(s3).faults()] == ["PUT", "LIST"] and len(rules) == 2
+
+
+# --- real engine runs, one per nemesis ---------------------------------------------------
+
+
+def _engine_run(results_dir: Path, engine: str, nemesis: str, *extra: str) -> tuple[Path, dict[str, Any]]:
+    res = run_cli(
+        "run",
+        "--engine",
+        engine,
+        "--workload",
+        "append",
+        "--nemesis",
+        nemesis,
+        "--time-limit",
+        "10",
+        "--concurrency",
+        "4",
+        "--storage",
+        "s3",
+        "--seed",
+        "11",
+        "--nemesis-interval",
+        "2.5",
+        *extra,
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+        timeout=240,
+    )
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    run_dir = only_run_dir(results_dir)
+    return run_dir, load_results(run_dir)
+
+
+def _nemesis_events(run_dir: Path) -> list[dict[str, Any]]:
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    return [e for e in events if e["process"] == "nemesis"]
+
+
+def _faults_applied(run_dir: Path) -> dict[str, int]:
+    return json.loads((run_dir / "logs" / "s3proxy-stats.json").read_text())["faults"]
+
+
+def _anomalies(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for c in doc["checkers"] for a in c["anomalies"]]
+
+
+def _kinds(doc: dict[str, Any]) -> set[tuple[str, str | None]]:
+    return {(a["kind"], a.get("claim")) for a in _anomalies(doc)}
+
+
+def _assert_nemesis_ran(run_dir: Path, doc: dict[str, Any], nemesis: str, kind: str) -> None:
+    events = _nemesis_events(run_dir)
+    started = [e for e in events if e["f"] == f"start-{nemesis}" and e["type"] == "ok"]
+    assert started and all(e["value"]["kind"] == kind for e in started), events
+    assert events[-1]["f"] == "heal" and doc["history"]["nemesis"]["healed"] is True
+    assert _faults_applied(run_dir).get(kind, 0) > 0, _faults_applied(run_dir)
+
+
+def _pin_double_commits(run_dir: Path, doc: dict[str, Any]) -> dict[str, list[int]]:
+    """The finding of an applied-5xx run, each anomaly with its evidence;
+    returns {op: versions it was committed at}."""
+    known = {("duplicate-application", None), ("wrong-commit-version", "C7"), ("state-never-existed", "C12")}
+    assert ("duplicate-application", None) in _kinds(doc) and _kinds(doc) <= known, _kinds(doc)
+    anomalies = _anomalies(doc)
+    dups = {a["ops"][0]: a["versions"] for a in anomalies if a["kind"] == "duplicate-application"}
+    ok_ops = {
+        e["id"]: e
+        for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines())
+        if e["type"] == "ok" and e["f"] == "append"
+    }
+    moto = (run_dir / "logs" / "moto.log").read_text()
+    for op, versions in dups.items():
+        assert op in ok_ops and len(versions) >= 2, (op, versions)
+        # The first application is the PUT the store took (200) and then
+        # saw again from the retry (412): the retry found its own commit.
+        first = f"table/_delta_log/{min(versions):020d}.json"
+        statuses = re.findall(rf'"(?:\x1b\[[\d;]*m)*PUT /\S+/{re.escape(first)} HTTP/1\.1(?:\x1b\[0m)?" (\d+)', moto)
+        assert statuses[:1] == ["200"] and "412" in statuses[1:], (op, first, statuses)
+    for a in anomalies:
+        if a["kind"] == "wrong-commit-version":
+            told, found = a["versions"]
+            assert a["ops"][0] in dups and found == min(dups[a["ops"][0]]) and told in dups[a["ops"][0]], a
+        if a["kind"] == "state-never-existed":
+            # A state holding some op's rows twice is no version's state the
+            # checker models: only reads at or after a second application.
+            assert a["versions"][0] >= min(sorted(v)[1] for v in dups.values()), a
+    return dups
+
+
+@pytest.mark.integration
+def test_delta_rs_retries_an_applied_5xx_commit_and_applies_it_twice(results_dir: Path) -> None:
+    """Measured (delta-rs 1.6, seed 11): 79 ok / 0 fail / 0 info, invalid.
+    object_store retries a commit PUT answered 5xx; the retry meets the
+    commit the first attempt made and gets 412; delta-rs takes that for a
+    concurrent writer's commit of the version, rebases its blind append and
+    commits it again one or more versions later. The op is acknowledged with
+    the last version: its rows are in the table twice (or more)."""
+    run_dir, doc = _engine_run(results_dir, "delta-rs", "ambiguous-5xx")
+    _assert_nemesis_ran(run_dir, doc, "ambiguous-5xx", "applied-error")
+    dups = _pin_double_commits(run_dir, doc)
+    pytest.xfail(
+        f"deviation (spec C7), delta-rs: a commit PUT applied but answered 5xx is retried, the 412 taken for "
+        f"a conflict, and the append committed again: {len(dups)} op(s) applied twice or more, e.g. "
+        f"{next(iter(dups))} at versions {next(iter(dups.values()))}"
+    )
+
+
+@pytest.mark.integration
+def test_delta_rs_commits_answered_past_its_timeout_resolve_as_committed(results_dir: Path) -> None:
+    """Measured (seed 11, --op-timeout 5): 70 ok / 0 fail / 4 info, valid;
+    the 4 info ops (2 timeouts, 2 resets at the heal) all resolved as
+    committed, which they were: the proxy holds only answers to applied
+    PUTs."""
+    run_dir, doc = _engine_run(results_dir, "delta-rs", "ambiguous-late", "--op-timeout", "5")
+    _assert_nemesis_ran(run_dir, doc, "ambiguous-late", "applied-late")
+    assert_only_known_findings(doc, run_dir, "delta-rs")
+    atomicity = next(c for c in doc["checkers"] if c["checker"] == "atomicity")
+    resolution = atomicity["stats"]["info_resolution"]
+    assert doc["history"]["info"] >= 1 and resolution["not_committed"] == 0, (doc["history"], resolution)
+    assert resolution["committed"] >= 1, resolution
+
+
+# delta-rs loads the version it just committed by listing the log; a listing
+# that lags behind its own commit makes it report the committed op failed.
+OWN_COMMIT_UNLISTED = re.compile(
+    r"Requested snapshot version (\d+) is not available|LogSegment end version \d+ not the same as the specified "
+    r"end version (\d+)"
+)
+
+
+def _pin_stale_listing(run_dir: Path, doc: dict[str, Any]) -> list[str]:
+    """The finding of a stale-list run, each anomaly with its evidence;
+    returns the ops failed although committed."""
+    kinds = _kinds(doc)
+    assert ("stale-read", "C12") in kinds and kinds <= {("stale-read", "C12"), ("failed-but-committed", "C6")}, kinds
+    errors = {
+        e["id"]: e["error"]["raw"]
+        for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines())
+        if e["type"] == "fail" and e.get("error")
+    }
+    failed_committed = []
+    for a in _anomalies(doc):
+        if a["kind"] == "failed-but-committed":
+            (op,) = a["ops"]
+            m = OWN_COMMIT_UNLISTED.search(errors[op])
+            # The version it could not load is the one its rows are at: its own commit.
+            assert m and int(m.group(1) or m.group(2)) in a["versions"], (a, errors[op])
+            failed_committed.append(op)
+    return failed_committed
+
+
+@pytest.mark.integration
+def test_delta_rs_on_a_stale_listing_reads_stale_and_fails_its_own_commits(results_dir: Path) -> None:
+    """The Delta protocol asks the store for consistent listing (a file
+    written is in every later listing of its directory); a stale listing
+    breaks that, so stale reads (C12) are the store's doing, and expected.
+    Measured (delta-rs 1.6, seed 11): 65 ok / 167 fail / 0 info, invalid:
+    10 stale reads; 4 appends failed although committed (C6), each with the
+    error that delta-rs could not list the version it had just committed;
+    142 appends and 25 reads failed on "the newest version in the log is
+    older than the existing snapshot version" or "Invalid table version"."""
+    run_dir, doc = _engine_run(results_dir, "delta-rs", "stale-list")
+    _assert_nemesis_ran(run_dir, doc, "stale-list", "stale-list")
+    failed_committed = _pin_stale_listing(run_dir, doc)
+    if failed_committed:
+        pytest.xfail(
+            f"deviation (spec C6), delta-rs: an append whose commit PUT succeeded is reported failed when the "
+            f"listing that follows does not show its own commit: {failed_committed}"
+        )
