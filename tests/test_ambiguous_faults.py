@@ -321,34 +321,51 @@ def _assert_nemesis_ran(run_dir: Path, doc: dict[str, Any], nemesis: str, kind: 
     assert _faults_applied(run_dir).get(kind, 0) > 0, _faults_applied(run_dir)
 
 
+def _retried_after_applied(moto_log: str, version: int) -> bool:
+    """The commit PUT of `version` was taken by the store (200) and then came
+    again and met itself (412): a retry of a PUT the client saw fail."""
+    key = re.escape(f"table/_delta_log/{version:020d}.json")
+    statuses = re.findall(rf'"(?:\x1b\[[\d;]*m)*PUT /\S+/{key} HTTP/1\.1(?:\x1b\[0m)?" (\d+)', moto_log)
+    return statuses[:1] == ["200"] and "412" in statuses[1:]
+
+
 def _pin_double_commits(run_dir: Path, doc: dict[str, Any]) -> dict[str, list[int]]:
     """The finding of an applied-5xx run, each anomaly with its evidence;
     returns {op: versions it was committed at}."""
-    known = {("duplicate-application", None), ("wrong-commit-version", "C7"), ("state-never-existed", "C12")}
+    known = {
+        ("duplicate-application", None),
+        ("wrong-commit-version", "C7"),
+        ("state-never-existed", "C12"),
+        ("failed-but-committed", "C6"),
+    }
     assert ("duplicate-application", None) in _kinds(doc) and _kinds(doc) <= known, _kinds(doc)
     anomalies = _anomalies(doc)
     dups = {a["ops"][0]: a["versions"] for a in anomalies if a["kind"] == "duplicate-application"}
-    ok_ops = {
+    done = {
         e["id"]: e
         for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines())
-        if e["type"] == "ok" and e["f"] == "append"
+        if e["type"] != "invoke" and e["f"] == "append"
     }
     moto = (run_dir / "logs" / "moto.log").read_text()
     for op, versions in dups.items():
-        assert op in ok_ops and len(versions) >= 2, (op, versions)
-        # The first application is the PUT the store took (200) and then
-        # saw again from the retry (412): the retry found its own commit.
-        first = f"table/_delta_log/{min(versions):020d}.json"
-        statuses = re.findall(rf'"(?:\x1b\[[\d;]*m)*PUT /\S+/{re.escape(first)} HTTP/1\.1(?:\x1b\[0m)?" (\d+)', moto)
-        assert statuses[:1] == ["200"] and "412" in statuses[1:], (op, first, statuses)
+        assert op in done and len(versions) >= 2, (op, versions)
+        # The first application is a commit the retry found in its way.
+        assert _retried_after_applied(moto, min(versions)), (op, versions)
     for a in anomalies:
+        (op, *_) = a["ops"]
         if a["kind"] == "wrong-commit-version":
             told, found = a["versions"]
-            assert a["ops"][0] in dups and found == min(dups[a["ops"][0]]) and told in dups[a["ops"][0]], a
+            assert op in dups and found == min(dups[op]) and told in dups[op], a
+        if a["kind"] == "failed-but-committed":
+            # Its commit applied, was answered 5xx, and the op gave up later.
+            assert done[op]["type"] == "fail" and _retried_after_applied(moto, min(a["versions"])), (
+                a,
+                done[op].get("error"),
+            )
         if a["kind"] == "state-never-existed":
             # A state holding some op's rows twice is no version's state the
             # checker models: only reads at or after a second application.
-            assert a["versions"][0] >= min(sorted(v)[1] for v in dups.values()), a
+            assert dups and a["versions"][0] >= min(sorted(v)[1] for v in dups.values()), a
     return dups
 
 
@@ -359,7 +376,8 @@ def test_delta_rs_retries_an_applied_5xx_commit_and_applies_it_twice(results_dir
     commit the first attempt made and gets 412; delta-rs takes that for a
     concurrent writer's commit of the version, rebases its blind append and
     commits it again one or more versions later. The op is acknowledged with
-    the last version: its rows are in the table twice (or more)."""
+    the last version: its rows are in the table twice (or more). In 1 run of
+    6 an op also failed after its commit had applied (C6)."""
     run_dir, doc = _engine_run(results_dir, "delta-rs", "ambiguous-5xx")
     _assert_nemesis_ran(run_dir, doc, "ambiguous-5xx", "applied-error")
     dups = _pin_double_commits(run_dir, doc)
@@ -427,8 +445,9 @@ def test_delta_rs_on_a_stale_listing_reads_stale_and_fails_its_own_commits(resul
     run_dir, doc = _engine_run(results_dir, "delta-rs", "stale-list")
     _assert_nemesis_ran(run_dir, doc, "stale-list", "stale-list")
     failed_committed = _pin_stale_listing(run_dir, doc)
-    if failed_committed:
-        pytest.xfail(
-            f"deviation (spec C6), delta-rs: an append whose commit PUT succeeded is reported failed when the "
-            f"listing that follows does not show its own commit: {failed_committed}"
-        )
+    # Seen in each of 3 runs of this command (4, 3 and 2 such ops).
+    assert failed_committed, _kinds(doc)
+    pytest.xfail(
+        f"deviation (spec C6), delta-rs: an append whose commit PUT succeeded is reported failed when the "
+        f"listing that follows does not show its own commit: {failed_committed}"
+    )
