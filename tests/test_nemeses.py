@@ -200,6 +200,9 @@ def test_registry_lists_every_family() -> None:
         "latency",
         "ambiguous",
         "unsafe-put",
+        "ambiguous-5xx",
+        "ambiguous-late",
+        "stale-list",
     }
     assert parse_nemeses("kill, pause,kill,none") == ["kill", "pause"]
     assert parse_nemeses(None) == []
