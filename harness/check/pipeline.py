@@ -19,7 +19,7 @@ from checkers import CHECKERS
 from checkers.base import CheckResult, Verdict, combine
 from harness.check.report import REPORT_NAME, write_report
 from harness.core.errors import HarnessError
-from harness.core.history import ErrorClass, History, load_history
+from harness.core.history import ErrorClass, History, error_class_label, load_history
 from harness.deltalog import read_log
 
 EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
@@ -422,15 +422,6 @@ def write_anomaly_graphs(run_dir: Path, results: list[CheckResult]) -> list[str]
     return written
 
 
-def _class_label(cls: str) -> str:
-    """An error class with the spec claim it stands for (E1..E6)."""
-    try:
-        claim = ErrorClass(cls).claim
-    except ValueError:
-        return cls
-    return f"{cls} ({claim})" if claim else cls
-
-
 def render_summary(
     run_dir: Path,
     verdict: Verdict,
@@ -502,9 +493,10 @@ def render_summary(
         if len(findings) > 10:
             lines.append(f"  ... {len(findings) - 10} more in results.json (checker exception-classes)")
     if h["error_classes"]:
-        lines.append("errors: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(h["error_classes"].items())))
+        counts = sorted(h["error_classes"].items())
+        lines.append("errors: " + ", ".join(f"{error_class_label(k)} x{v}" for k, v in counts))
         for f, classes in h["error_classes_by_f"].items():
-            lines.append(f"  {f}: " + ", ".join(f"{_class_label(k)} x{v}" for k, v in sorted(classes.items())))
+            lines.append(f"  {f}: " + ", ".join(f"{error_class_label(k)} x{v}" for k, v in sorted(classes.items())))
     unsupported = {f: c["unsupported"] for f, c in h["error_classes_by_f"].items() if c.get("unsupported")}
     if unsupported:
         lines.append(

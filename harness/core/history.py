@@ -81,6 +81,15 @@ _CLAIMS = {
 }
 
 
+def error_class_label(cls: str) -> str:
+    """An error class with the spec claim it stands for: "X (E1)"."""
+    try:
+        claim = ErrorClass(cls).claim
+    except ValueError:
+        return cls
+    return f"{cls} ({claim})" if claim else cls
+
+
 @dataclass
 class OpError:
     cls: ErrorClass

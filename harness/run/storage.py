@@ -162,7 +162,24 @@ class _S3(Storage):
         }
 
 
-class EmbeddedS3(_S3):
+class _Embedded(_S3):
+    """A store the harness starts itself (`server`) and stops after the run."""
+
+    server: Any
+
+    def stop(self) -> None:
+        try:
+            self._stop_proxy()
+        finally:
+            self.server.stop()
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["endpoint"] = "embedded"  # the port is per run; re-runs start their own
+        return d
+
+
+class EmbeddedS3(_Embedded):
     """moto_server in its own process on a free loopback port.
 
     Out of process on purpose: an in-process ThreadedMotoServer stalled for
@@ -190,19 +207,8 @@ class EmbeddedS3(_S3):
             self.server.stop()
             raise
 
-    def stop(self) -> None:
-        try:
-            self._stop_proxy()
-        finally:
-            self.server.stop()
 
-    def describe(self) -> dict[str, Any]:
-        d = super().describe()
-        d["endpoint"] = "embedded"  # the port is per run; re-runs start their own
-        return d
-
-
-class SeaweedS3(_S3):
+class SeaweedS3(_Embedded):
     """SeaweedFS (`weed mini`, harness/run/seaweed.py) with its data in the
     run folder (`seaweedfs/`): the table outlives a SIGKILLed harness."""
 
@@ -225,15 +231,8 @@ class SeaweedS3(_S3):
     def reader_options(self) -> dict[str, str]:
         return {**super().reader_options(), "aws_secret_access_key": self._run_secret}
 
-    def stop(self) -> None:
-        try:
-            self._stop_proxy()
-        finally:
-            self.server.stop()
-
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        d["endpoint"] = "embedded"
         # Where `delta-jepsen check` finds the table when the harness died
         # before copying it out (relative: the run folder may move).
         d["data_dir"] = SEAWEED_DATA_DIR

@@ -25,7 +25,7 @@ from harness.check.report.plots import (
     throughput_svg,
     timeline_svg,
 )
-from harness.core.history import ErrorClass, History, Op
+from harness.core.history import History, Op, error_class_label
 
 __all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "render_report", "write_report"]
 
@@ -424,21 +424,13 @@ def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozens
     return _plot_section("timeline", "Timeline", svg, intro).replace("</section>", zoom + "</section>")
 
 
-def _class_label(cls: str) -> str:
-    try:
-        claim = ErrorClass(cls).claim
-    except ValueError:
-        return cls
-    return f"{cls} ({claim})" if claim else cls
-
-
 def _errors(doc: dict[str, Any], spans: Sequence[Span], faults: Sequence[Fault]) -> str:
     h = doc.get("history") or {}
     by_f: dict[str, dict[str, int]] = h.get("error_classes_by_f") or {}
     ops_by_f: dict[str, int] = h.get("by_f") or {}
     classes = sorted({c for d in by_f.values() for c in d})
     if classes:
-        head = "".join(f"<th>{esc(_class_label(c))}</th>" for c in classes)
+        head = "".join(f"<th>{esc(error_class_label(c))}</th>" for c in classes)
         rows = "".join(
             f"<tr><td><code>{esc(f)}</code></td><td class=num>{ops_by_f.get(f, '')}</td>"
             + "".join(f"<td class=num>{by_f.get(f, {}).get(c, '') or ''}</td>" for c in classes)
