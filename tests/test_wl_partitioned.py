@@ -4,6 +4,7 @@ synthetic histories for the checker, short real runs on delta-rs and Sail."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -177,15 +178,16 @@ def test_generator_variants_name_the_same_rows() -> None:
 # Real runs.
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3")])
-def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str, results_dir: Path) -> None:
-    """Every checker but partition-conflicts must be valid. Both engines are
-    known to refuse writes on disjoint partitions (delta-rs: blind appends
-    fail with E2 after a literal UPDATE/MERGE elsewhere; Sail: any non-append
-    write fails "Failed to commit transaction: 0" after any concurrent
-    commit): partition-conflicts reports P1, and the run is invalid with P1
-    named."""
+# A P1 deviation needs a refused literal op whose every concurrent writer is
+# on another partition; a random schedule under CI load can meet none (one CI
+# run on Sail: 7 literal conflicts, each beside a same-partition writer), so
+# the finding gets up to this many runs before it counts as gone.
+P1_ATTEMPTS = 3
+
+
+def _real_run(engine: str, storage: str, results_dir: Path) -> tuple[subprocess.CompletedProcess, dict, dict]:
+    """One partitioned run; asserts what must hold in every run, and returns
+    the CLI result, results.json and the partition-conflicts result."""
     # Sail on S3 commits about one DML op per second here, and one CI run
     # under load saw only 4 literal ones in 6 s, each beside a same-partition
     # writer: 15 s gave 8-12 P1 deviations in each of three runs alone.
@@ -221,13 +223,32 @@ def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str
     assert pc["stats"]["commits_checked"] > 0
     assert "unsupported" not in doc["history"]["error_classes"]
     assert not any(a["kind"] == "foreign-partition-rewrite" for a in pc["anomalies"]), pc["anomalies"]
-    # Pinned finding: four clients for 6 s (15 s on S3) always met it here (delta-rs: 3-4
-    # P1 anomalies per run). Should an engine stop refusing, this fails, and
-    # the test becomes the conforming assertion (valid, exit 0).
-    assert pc["anomalies"], f"{engine}: no P1 deviation any more: the pinned finding is gone ({pc['stats']})"
+    return res, doc, pc
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3")])
+def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str, results_dir: Path) -> None:
+    """Every checker but partition-conflicts must be valid. Both engines are
+    known to refuse writes on disjoint partitions (delta-rs: blind appends
+    fail with E2 after a literal UPDATE/MERGE elsewhere; Sail: any non-append
+    write fails "Failed to commit transaction: 0" after any concurrent
+    commit): partition-conflicts reports P1, and the run is invalid with P1
+    named."""
+    stats = []
+    for attempt in range(1, P1_ATTEMPTS + 1):
+        res, doc, pc = _real_run(engine, storage, results_dir / f"attempt-{attempt}")
+        stats.append(pc["stats"])
+        if pc["anomalies"]:
+            break
+    # Pinned finding (delta-rs: 3-4 P1 anomalies per run; Sail on S3: 8-12 in
+    # 15 s alone). Should an engine stop refusing, this fails, and the test
+    # becomes the conforming assertion (valid, exit 0).
+    assert pc["anomalies"], f"{engine}: no P1 deviation in {P1_ATTEMPTS} runs: the pinned finding is gone ({stats})"
     assert res.returncode == 1 and doc["verdict"] == "invalid", res.stdout + res.stderr
     assert {a["claim"] for a in pc["anomalies"]} == {"P1"}
     pytest.xfail(
         f"deviation (spec P1): {engine} refused {len(pc['anomalies'])} write(s) on a partition no "
-        f"concurrent writer touched; first: {pc['anomalies'][0]['explanation'][:200]}"
+        f"concurrent writer touched (run {attempt} of at most {P1_ATTEMPTS}); "
+        f"first: {pc['anomalies'][0]['explanation'][:200]}"
     )
