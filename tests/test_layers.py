@@ -40,6 +40,11 @@ UNITS: dict[str, tuple[int, tuple[str, ...]]] = {
     ),
     # the results browser: lists run folders and serves their files.
     "harness.serve": (3, (*L0, "harness.check")),
+    # reproduce: replays an anomaly's schedule on an engine, judged by its checker.
+    "harness.repro": (
+        3,
+        (*L0, "harness.engines", "harness.s3proxy", "checkers", "workloads", "nemeses", "harness.run", "harness.check"),
+    ),
     "harness.bench": (
         3,
         (*L0, "harness.engines", "harness.s3proxy", "checkers", "workloads", "nemeses", "harness.run", "harness.check"),
@@ -61,6 +66,7 @@ UNITS: dict[str, tuple[int, tuple[str, ...]]] = {
                 "harness.matrices",
                 "harness.serve",
                 "harness.bench",
+                "harness.repro",
             )
         ),
     ),

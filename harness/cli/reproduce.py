@@ -1,0 +1,85 @@
+"""`delta-jepsen reproduce`: from an anomaly of a checked run folder to a
+minimal, deterministic, standalone reproduction."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli.options import Handler
+from harness.core.errors import HarnessError
+
+EXIT_NOTHING = 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
+    c = sub.add_parser(
+        "reproduce",
+        help="replay an anomaly of a run with pinned snapshots, shrink it, and write a standalone script",
+    )
+    c.add_argument("run_dir", help="a checked run folder, e.g. results/latest")
+    c.add_argument(
+        "--anomaly",
+        default="1",
+        metavar="N|KIND",
+        help="which anomaly: its number (as --list shows) or the first of a kind (default 1)",
+    )
+    c.add_argument("--repeat", type=int, default=5, metavar="K", help="replays before and after shrinking (default 5)")
+    c.add_argument("--no-shrink", action="store_true", help="replay only; keep the schedule the anomaly names")
+    c.add_argument("--list", action="store_true", help="list the run's anomalies with their numbers and stop")
+    return {"reproduce": cmd_reproduce}
+
+
+def _number(run_dir: Path, which: str) -> int:
+    from harness.repro.extract import anomalies, load_json
+
+    if which.isdigit():
+        return int(which)
+    refs = anomalies(load_json(run_dir / "results.json", "check the run first (delta-jepsen check RUN_DIR)"))
+    for r in refs:
+        if r.anomaly.get("kind") == which:
+            return r.number
+    kinds = sorted({str(r.anomaly.get("kind")) for r in refs})
+    raise HarnessError(f"--anomaly {which}: no anomaly of that kind; the run has: {', '.join(kinds) or 'none'}")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from harness.repro.extract import NothingToReproduce, anomalies, load_json
+    from harness.repro.replay import NotReplayable
+    from harness.repro.reproduce import reproduce
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "history.jsonl").is_file():
+        raise HarnessError(f"{run_dir} is not a run folder (no history.jsonl)")
+    run_dir = run_dir.resolve()
+    if args.repeat < 1:
+        raise HarnessError("--repeat must be at least 1")
+    if args.list:
+        for r in anomalies(load_json(run_dir / "results.json", "check the run first (delta-jepsen check RUN_DIR)")):
+            print(r.label())
+        return 0
+    try:
+        outcome = reproduce(run_dir, _number(run_dir, args.anomaly), args.repeat, shrink=not args.no_shrink)
+    except NothingToReproduce as e:
+        print(f"nothing to reproduce: {e}")
+        return EXIT_NOTHING
+    except NotReplayable as e:
+        print(f"not reproduced: {e}", file=sys.stderr)
+        return 3
+    k = outcome.repeat
+    if outcome.reproduced:
+        print(
+            f"REPRODUCED in {outcome.reproduced} of {k} replay(s) of the {'shrunk' if outcome.after else ''} schedule:"
+        )
+        for i, line in enumerate(outcome.shrunk.describe(), start=1):
+            print(f"  {i}. {line}")
+        if outcome.script is not None:
+            verdict = {1: "shows the anomaly", 0: "did NOT show the anomaly"}.get(outcome.script["exit_code"], "failed")
+            print(f"standalone script {verdict} (exit {outcome.script['exit_code']}): {outcome.out_dir}/reproduce.py")
+        print(f"bug report draft: {outcome.out_dir}/REPORT.md")
+    else:
+        tried = f"{k} replay(s) of {len(outcome.original.txns)} transaction(s) with pinned snapshots"
+        why = f"; {outcome.uncontrolled} uncontrolled (the pins did not take)" if outcome.uncontrolled else ""
+        print(f"not reproduced: the anomaly did not show in {tried}{why}; details: {outcome.out_dir}/outcome.json")
+    return outcome.exit_code

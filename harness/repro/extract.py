@@ -1,0 +1,164 @@
+"""Read a run folder into the schedule of one anomaly: the transactions it
+names (its ops, and the ops that committed the versions it names), what each
+read and when each committed (from the log; the history where the log is
+silent), and the rows live at the earliest snapshot among them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checkers.facts import commit_op_id
+from harness.core.errors import HarnessError
+from harness.core.history import History, Op, load_history
+from harness.deltalog import read_log
+from harness.repro.schedule import OK, Schedule, Txn
+
+
+@dataclass(frozen=True)
+class AnomalyRef:
+    """An anomaly of results.json, numbered as `reproduce --anomaly` counts."""
+
+    number: int
+    checker: str
+    anomaly: dict[str, Any]
+
+    def label(self) -> str:
+        a = self.anomaly
+        claim = f", spec {a['claim']}" if a.get("claim") else ""
+        return f"#{self.number} {self.checker}: {a.get('kind')}{claim} (ops {', '.join(a.get('ops') or []) or '-'})"
+
+
+def load_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise HarnessError(f"{path} is missing: {what}") from None
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"{path} unreadable: {e}") from None
+    if not isinstance(doc, dict):
+        raise HarnessError(f"{path} is not a JSON object")
+    return doc
+
+
+def anomalies(results: dict[str, Any]) -> list[AnomalyRef]:
+    """Every anomaly of every checker, numbered from 1 in results.json order."""
+    out: list[AnomalyRef] = []
+    for c in results.get("checkers") or []:
+        for a in c.get("anomalies") or []:
+            out.append(AnomalyRef(len(out) + 1, str(c.get("checker")), a))
+    return out
+
+
+def op_versions(log: Any) -> dict[str, int]:
+    """op id -> the version it committed, from commitInfo (the first, where an
+    op is split over several commits)."""
+    out: dict[str, int] = {}
+    for v in log.versions:
+        op_id = commit_op_id(log.commits[v].commit_info)
+        if op_id is not None:
+            out.setdefault(op_id, v)
+    return out
+
+
+class _Clock:
+    """The latest version committed before a moment of the history: what a
+    snapshot taken then saw, where the log does not say."""
+
+    def __init__(self, history: History, committed: dict[str, int]):
+        marks = []
+        for op in history.ops():
+            if op.completion is None:
+                continue
+            v = committed.get(op.id)
+            if v is None and op.f == "create-table" and op.type == OK:
+                v = op.version if op.version is not None else 0
+            if v is not None:
+                marks.append((op.completion.time, v))
+        marks.sort()
+        self.marks = marks
+
+    def before(self, t: int) -> int:
+        latest = 0
+        for time, v in self.marks:
+            if time >= t:
+                break
+            latest = max(latest, v)
+        return latest
+
+
+def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock) -> Txn:
+    version = committed.get(op.id)
+    commit = log.commits.get(version) if version is not None else None
+    read_version = commit.read_version if commit is not None and commit.read_version is not None else None
+    if read_version is None:
+        read_version = op.version if op.f == "read" and op.version is not None else clock.before(op.start)
+    end = op.end if op.end is not None else (clock.marks[-1][0] + 1 if clock.marks else op.start)
+    return Txn(
+        op_id=op.id,
+        f=op.f,
+        value=op.invoke.value,
+        outcome=op.type,
+        read_version=int(read_version),
+        commit_version=version,
+        attempt_after=None if version is not None else max(clock.before(end), int(read_version)),
+        error=op.error.cls.value if op.error is not None else None,
+    )
+
+
+def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef, list[AnomalyRef]]:
+    """The schedule of anomaly `number` of a checked run folder."""
+    run_dir = Path(run_dir)
+    results = load_json(run_dir / "results.json", "check the run first (delta-jepsen check RUN_DIR)")
+    spec = load_json(run_dir / "spec.json", "not a run folder")
+    refs = anomalies(results)
+    if not refs:
+        raise NothingToReproduce(f"{run_dir}: verdict {results.get('verdict')}, no anomaly to reproduce")
+    if not 1 <= number <= len(refs):
+        raise HarnessError(f"--anomaly {number}: the run has anomalies 1..{len(refs)}")
+    ref = refs[number - 1]
+    history = load_history(run_dir / "history.jsonl")
+    log = read_log(str(run_dir / "table"))
+    committed = op_versions(log)
+    clock = _Clock(history, committed)
+    ops = {op.id: op for op in history.client_ops()}
+    names = list(ref.anomaly.get("ops") or [])
+    by_version = {v: o for o, v in committed.items()}
+    names += [by_version[v] for v in ref.anomaly.get("versions") or [] if v in by_version]
+    txns = []
+    for name in dict.fromkeys(names):
+        if name in ops:
+            txns.append(_txn(ops[name], log, committed, clock))
+    if not txns:
+        raise HarnessError(f"anomaly {ref.label()} names no client op of the history: nothing to replay")
+    base = min(t.read_version for t in txns)
+    table = spec.get("table") or {}
+    columns = [c[0] for c in table.get("columns") or []]
+    setup = []
+    for add in log.live_files(base).values():
+        rows = log.add_rows(add)
+        cols = [rows.column(c).to_pylist() if c in rows.column_names else [None] * rows.num_rows for c in columns]
+        setup.append([list(r) for r in zip(*cols, strict=True)])
+    run_spec = spec.get("spec") or {}
+    isolation = (log.configuration_at(base) or {}).get("delta.isolationLevel") or run_spec.get("isolation")
+    schedule = Schedule(
+        engine=str(run_spec.get("engine") or spec.get("engine")),
+        workload=str(run_spec.get("workload")),
+        isolation=isolation,
+        table=table,
+        declaration=history.table_declaration().to_json(),
+        base_version=base,
+        setup=[f for f in setup if f],
+        txns=sorted(txns, key=lambda t: (t.read_version, t.op_id)),
+        anomaly={"checker": ref.checker, **{k: ref.anomaly.get(k) for k in ("kind", "claim", "ops", "versions")}},
+        seed=run_spec.get("seed"),
+        engine_versions=dict(spec.get("versions") or {}),
+    )
+    schedule.anomaly["explanation"] = ref.anomaly.get("explanation")
+    return schedule, ref, refs
+
+
+class NothingToReproduce(HarnessError):
+    """A valid run (or one whose checkers found nothing): exit 0."""

@@ -1,0 +1,258 @@
+"""Replay a schedule on a fresh table and judge it with the checker that
+found the anomaly.
+
+Control is snapshot pinning, as in the conformance matrix: each transaction
+gets its own table object, loaded when the schedule says its snapshot was
+taken and never refreshed, so its commit is checked by the engine against
+everything committed since. The replay is a run folder of its own (history,
+spec, table, results), so `delta-jepsen check` and report.html open it.
+
+delta-rs only so far: its table objects are the snapshots. Spark sessions
+(Sail, delta-spark) refresh their snapshot per statement and need the
+proxy's hold to pin one; they are reported as not replayable, never as
+not reproducing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.base import Verdict
+from harness.check.pipeline import check_run
+from harness.core.history import INVOKE, HistoryWriter, OpError
+from harness.core.table import Column, TableDeclaration, TableSpec
+from harness.deltalog import read_log
+from harness.engines.base import ClientConfig
+from harness.engines.deltars import DeltaRsClient
+from harness.repro.extract import op_versions
+from harness.repro.schedule import COMMIT, PIN, Schedule
+from harness.run.worker_main import run_op
+from workloads import make_workload
+
+REPLAYABLE_ENGINES = ("delta-rs",)
+
+
+class NotReplayable(Exception):
+    """The harness cannot control this schedule's engine yet."""
+
+
+# The engine primitives a workload's op calls: what the standalone script
+# re-issues, argument for argument.
+PRIMITIVES = (
+    "append",
+    "update",
+    "delete",
+    "merge",
+    "insert_select",
+    "optimize",
+    "set_properties",
+    "add_columns",
+    "append_idempotent",
+    "read",
+)
+
+
+class _PinnedDeltaRs(DeltaRsClient):
+    """A delta-rs client whose table object stays at the snapshot `pin` took,
+    recording each primitive call (name, arguments) it makes."""
+
+    calls: list[dict[str, Any]]
+
+    def pin(self) -> int:
+        from deltalake import DeltaTable
+
+        self.dt = DeltaTable(self.config.table_uri)
+        return self.dt.version()
+
+    def _table(self) -> Any:
+        if self.dt is None:
+            self.pin()
+        self.last_read_version = self.dt.version()
+        return self.dt
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, TableSpec):
+        return None
+    if isinstance(x, Column):
+        return [x.name, x.type]
+    if isinstance(x, (list, tuple)):
+        return [_plain(y) for y in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    return x
+
+
+def _recorded(name: str) -> Any:
+    base = getattr(DeltaRsClient, name)
+    sig = inspect.signature(base)
+
+    def call(self: _PinnedDeltaRs, *args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        arguments = {k: _plain(v) for k, v in bound.arguments.items() if k not in ("self", "table", "op_id")}
+        self.calls.append({"primitive": name, "args": arguments})
+        return base(self, *args, **kwargs)
+
+    return call
+
+
+for _name in PRIMITIVES:
+    setattr(_PinnedDeltaRs, _name, _recorded(_name))
+
+
+@dataclass
+class Attempt:
+    """One replay: whether the anomaly showed, and whether the control took."""
+
+    reproduced: bool
+    controlled: bool
+    run_dir: str
+    seconds: float
+    control_notes: list[str] = field(default_factory=list)
+    found: list[dict[str, Any]] = field(default_factory=list)  # the matching anomalies
+    verdict: str = "unknown"
+    outcomes: dict[str, str] = field(default_factory=dict)  # op id -> ok / fail / info
+    calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # op id -> primitive calls
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reproduced": self.reproduced,
+            "controlled": self.controlled,
+            "run_dir": self.run_dir,
+            "seconds": self.seconds,
+            "control_notes": self.control_notes,
+            "verdict": self.verdict,
+            "outcomes": self.outcomes,
+            "calls": self.calls,
+            "found": [{k: a.get(k) for k in ("kind", "claim", "ops", "versions", "explanation")} for a in self.found],
+        }
+
+
+def _matches(anomaly: dict[str, Any], target: dict[str, Any]) -> bool:
+    return anomaly.get("kind") == target.get("kind")
+
+
+def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False) -> Attempt:
+    """Run `schedule` once in `run_dir` (created; must not exist)."""
+    if schedule.engine not in REPLAYABLE_ENGINES:
+        raise NotReplayable(
+            f"replay controls {', '.join(REPLAYABLE_ENGINES)} so far; a {schedule.engine} run cannot be replayed yet"
+        )
+    t0 = time.monotonic()
+    run_dir.mkdir(parents=True)
+    uri = str(run_dir / "table")
+    table = TableSpec.from_json(schedule.table)
+    workload = make_workload(schedule.workload, schedule.seed or 0, schedule.isolation)
+    checker = schedule.anomaly["checker"]
+    (run_dir / "spec.json").write_text(
+        json.dumps(
+            {
+                "spec": {"workload": schedule.workload, "engine": schedule.engine, "storage": "local"},
+                "table": schedule.table,
+                "checkers": [checker],
+                "replay_of": schedule.anomaly,
+            },
+            indent=2,
+        )
+    )
+
+    def client(process: int | str) -> _PinnedDeltaRs:
+        c = _PinnedDeltaRs(ClientConfig(engine="delta-rs", node="n1", process=process, table_uri=uri))
+        c.calls = []
+        c.open()
+        return c
+
+    notes: list[str] = []
+    outcomes: dict[str, str] = {}
+    calls: dict[str, list[dict[str, Any]]] = {}
+    with HistoryWriter(run_dir / "history.jsonl") as h:
+        setup = client("setup")
+        decl = TableDeclaration.from_json(schedule.declaration)
+        value = {**schedule.declaration, **table.to_json()} if decl.table is not None else schedule.declaration
+        _record(
+            h,
+            "setup",
+            {"f": "create-table", "id": "setup.1", "value": value},
+            run_op(setup, workload, table, {"f": "create-table", "id": "setup.1", "value": value}),
+        )
+        for i, rows in enumerate(schedule.setup, start=2):
+            op_id = f"setup.{i}"
+            res = setup.append([tuple(r) for r in rows], table, "dataframe", op_id)
+            h.record(process="setup", type=INVOKE, f="setup-append", id=op_id, value={"rows": len(rows)})
+            h.record(process="setup", type="ok", f="setup-append", id=op_id, version=res.version)
+        expected = len(schedule.setup)  # the replay's latest version
+        pinned: dict[str, tuple[_PinnedDeltaRs, int]] = {}
+        process = {t.op_id: i for i, t in enumerate(schedule.txns)}
+        for kind, txn in schedule.events():
+            op = {"f": txn.f, "id": txn.op_id, "value": txn.value}
+            if kind == PIN:
+                c = client(process[txn.op_id])
+                v = c.pin()
+                if v != expected:
+                    notes.append(f"{txn.op_id}'s snapshot is at version {v}, not {expected}")
+                pinned[txn.op_id] = (c, v)
+                if txn.f != "read":
+                    continue
+            c, _ = pinned[txn.op_id]
+            h.record(process=process[txn.op_id], type=INVOKE, f=txn.f, id=txn.op_id, value=txn.value, node="n1")
+            reply = run_op(c, workload, table, op)
+            _record(h, process[txn.op_id], op, reply)
+            outcomes[txn.op_id] = reply["type"]
+            calls[txn.op_id] = list(c.calls)
+            if kind == COMMIT and reply["type"] == "ok" and txn.f != "read":
+                expected += 1
+    notes += _verify(schedule, uri, pinned)
+    report = check_run(run_dir, write=write_report)
+    found = [
+        a
+        for r in report.results
+        if r.checker == checker
+        for a in (x.to_json() for x in r.anomalies)
+        if _matches(a, schedule.anomaly)
+    ]
+    verdict = report.verdict.value if report.verdict is not Verdict.VALID or not found else "invalid"
+    return Attempt(
+        reproduced=bool(found) and not notes,
+        controlled=not notes,
+        run_dir=str(run_dir),
+        seconds=round(time.monotonic() - t0, 3),
+        control_notes=notes,
+        found=found,
+        verdict=verdict,
+        outcomes=outcomes,
+        calls=calls,
+    )
+
+
+def _record(h: HistoryWriter, process: int | str, op: dict[str, Any], reply: dict[str, Any]) -> None:
+    err = OpError.from_json(reply["error"]) if reply.get("error") else None
+    if op["f"] == "create-table":
+        h.record(process=process, type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node="n1")
+    h.record(
+        process=process,
+        type=reply["type"],
+        f=op["f"],
+        id=op["id"],
+        value=reply.get("value"),
+        version=reply.get("version"),
+        error=err,
+        node="n1",
+    )
+
+
+def _verify(schedule: Schedule, uri: str, pinned: dict[str, tuple[Any, int]]) -> list[str]:
+    """The control took: each commit that records its read version read the
+    snapshot it was pinned at."""
+    log = read_log(uri)
+    notes = []
+    for op_id, v in op_versions(log).items():
+        rv = log.commits[v].read_version
+        if op_id in pinned and rv is not None and rv != pinned[op_id][1]:
+            notes.append(f"{op_id} committed version {v} having read {rv}, not its pinned {pinned[op_id][1]}")
+    return notes
