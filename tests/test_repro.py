@@ -1,0 +1,140 @@
+"""`delta-jepsen reproduce` on real delta-rs runs: the M6 finding replays,
+shrinks and becomes a script that shows it in a venv holding only deltalake;
+a valid run has nothing to reproduce; an anomaly that does not replay is
+said so (exit 3), never "reproduced"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import load_results, only_run_dir, run_cli
+
+pytestmark = pytest.mark.integration
+
+M6 = "compaction-duplicated-rows"
+RUN_ATTEMPTS = 3  # the race needs two OPTIMIZEs of one snapshot: nearly every 4 s run meets it
+
+
+def _run(workload: str, results_dir: Path, seconds: str = "4") -> tuple[subprocess.CompletedProcess, Path]:
+    res = run_cli(
+        "run",
+        "--workload",
+        workload,
+        "--engine",
+        "delta-rs",
+        "--storage",
+        "local",
+        "--concurrency",
+        "3",
+        "--time-limit",
+        seconds,
+        "--results-dir",
+        str(results_dir),
+        "--no-progress",
+    )
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    return res, only_run_dir(results_dir)
+
+
+def _kinds(run_dir: Path) -> set[str]:
+    return {a["kind"] for c in load_results(run_dir)["checkers"] for a in c["anomalies"]}
+
+
+def _clean_venv(path: Path) -> Path:
+    """A venv holding deltalake (the version under test) and its own dependencies only."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
+    pip = subprocess.run(
+        [
+            str(path / "bin" / "pip"),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            f"deltalake=={version('deltalake')}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    return path / "bin" / "python"
+
+
+def test_m6_replays_shrinks_and_runs_standalone(tmp_path: Path) -> None:
+    for attempt in range(1, RUN_ATTEMPTS + 1):
+        _, run_dir = _run("compaction", tmp_path / f"results-{attempt}")
+        if M6 in _kinds(run_dir):
+            break
+    assert M6 in _kinds(run_dir), f"delta-rs: no {M6} in {RUN_ATTEMPTS} runs: the pinned M6 finding is gone"
+
+    res = run_cli("reproduce", str(run_dir), "--anomaly", M6, "--repeat", "5")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "REPRODUCED in 5 of 5" in res.stdout and "standalone script shows the anomaly" in res.stdout
+    (out,) = (run_dir / "repro").iterdir()
+    outcome = json.loads((out / "outcome.json").read_text())
+    assert outcome["anomaly"]["kind"] == M6 and outcome["anomaly"]["claim"] == "M6"
+    assert outcome["reproduced_before_shrink"] >= 4 and outcome["reproduced_after_shrink"] >= 4
+    assert outcome["uncontrolled"] == 0
+    txns, files, rows = outcome["size_after"]
+    # Two compactions of one snapshot; a one-row file is enough (ZORDER rewrites it).
+    assert 2 <= txns <= 3 and 1 <= files <= 2 and rows <= 2
+    assert tuple(outcome["size_after"]) <= tuple(outcome["size_before"])
+    steps = json.loads((out / "shrink.json").read_text())
+    assert steps and any(s["reproduced"] for s in steps) and any(not s["reproduced"] for s in steps)
+    shrunk = json.loads((out / "schedule.json").read_text())["shrunk"]
+    assert all(t["f"].startswith("optimize") for t in shrunk["txns"]), shrunk["txns"]
+    report = (out / "REPORT.md").read_text()
+    assert "Spec claim M6" in report and "## Schedule" in report and "OPTIMIZE" in report
+    assert outcome["script"]["exit_code"] == 1
+
+    # The script imports nothing of the harness: a venv with deltalake alone runs it.
+    script = (out / "reproduce.py").read_text()
+    assert "harness" not in script.replace("delta-jepsen", "")
+    python = _clean_venv(tmp_path / "venv")
+    alone = subprocess.run([str(python), str(out / "reproduce.py")], capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 1, alone.stdout + alone.stderr
+    assert "REPRODUCED" in alone.stdout and "unexpected row" in alone.stdout
+
+    # Bad input: one line, exit 2.
+    for args in (["--anomaly", "no-such-kind"], ["--anomaly", "100000"], ["--repeat", "0"]):
+        bad = run_cli("reproduce", str(run_dir), *args)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_valid_run_has_nothing_and_a_non_reproducing_anomaly_says_so(tmp_path: Path) -> None:
+    res, run_dir = _run("append", tmp_path / "results", seconds="2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    nothing = run_cli("reproduce", str(run_dir))
+    assert nothing.returncode == 0 and "nothing to reproduce" in nothing.stdout, nothing.stdout + nothing.stderr
+
+    # Plant an anomaly the engine never showed: two appends "duplicating rows"
+    # in a compaction. The replay runs them for real; the checker finds no such
+    # thing, so reproduce must say it did not reproduce, with what it tried.
+    doc = load_results(run_dir)
+    hist = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    appends = [e["id"] for e in hist if e["type"] == "ok" and e["f"] == "append" and isinstance(e["process"], int)]
+    doc["checkers"].append(
+        {
+            "checker": "compaction",
+            "verdict": "invalid",
+            "explanation": "planted",
+            "anomalies": [{"kind": M6, "claim": "M6", "ops": appends[:2], "versions": [], "explanation": "planted"}],
+        }
+    )
+    (run_dir / "results.json").write_text(json.dumps(doc))
+    res = run_cli("reproduce", str(run_dir), "--repeat", "2")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "not reproduced" in res.stdout and "2 replay(s) of 2 transaction(s)" in res.stdout
+    assert "REPRODUCED" not in res.stdout
+    outcome = json.loads(next((run_dir / "repro").iterdir()).joinpath("outcome.json").read_text())
+    assert outcome["reproduced_before_shrink"] == 0 and outcome["script"] is None
+
+
+def test_not_a_run_folder_is_bad_input(tmp_path: Path) -> None:
+    res = run_cli("reproduce", str(tmp_path / "nowhere"))
+    assert res.returncode == 2 and "not a run folder" in res.stderr and "Traceback" not in res.stderr
