@@ -40,17 +40,28 @@ UNITS: dict[str, tuple[int, tuple[str, ...]]] = {
     ),
     # the results browser: lists run folders and serves their files.
     "harness.serve": (3, (*L0, "harness.check")),
-    # reproduce: replays an anomaly's schedule on an engine, judged by its checker.
+    # reproduce: replays an anomaly's schedule (or a conformance cell) on an
+    # engine, judged by the checker (or the cell's verdict) that found it.
     "harness.repro": (
-        3,
-        (*L0, "harness.engines", "harness.s3proxy", "checkers", "workloads", "nemeses", "harness.run", "harness.check"),
+        4,
+        (
+            *L0,
+            "harness.engines",
+            "harness.s3proxy",
+            "checkers",
+            "workloads",
+            "nemeses",
+            "harness.run",
+            "harness.check",
+            "harness.matrices",
+        ),
     ),
     "harness.bench": (
         3,
         (*L0, "harness.engines", "harness.s3proxy", "checkers", "workloads", "nemeses", "harness.run", "harness.check"),
     ),
     "harness.cli": (
-        4,
+        5,
         tuple(
             u
             for u in (

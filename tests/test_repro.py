@@ -138,3 +138,38 @@ def test_valid_run_has_nothing_and_a_non_reproducing_anomaly_says_so(tmp_path: P
 def test_not_a_run_folder_is_bad_input(tmp_path: Path) -> None:
     res = run_cli("reproduce", str(tmp_path / "nowhere"))
     assert res.returncode == 2 and "not a run folder" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_deviating_conformance_cell_reproduces_standalone(tmp_path: Path) -> None:
+    """delta-rs C16: under Serializable an INSERT and a concurrent DELETE with
+    no predicate both commit (the pinned conformance finding)."""
+    res = run_cli(
+        "conformance",
+        "--engine",
+        "delta-rs",
+        "--cells",
+        "^unpartitioned/Serializable/insert>delete",
+        "--results-dir",
+        str(tmp_path),
+        "--no-progress",
+    )
+    (conf,) = (tmp_path / "conformance-delta-rs").iterdir()
+    cells = {c["id"]: c for c in json.loads((conf / "conformance.json").read_text())["cells"]}
+    deviating, conforming = "unpartitioned/Serializable/insert>delete-all", "unpartitioned/Serializable/insert>delete"
+    assert cells[deviating]["verdict"] == "deviates-safety", res.stdout + res.stderr
+    assert cells[conforming]["verdict"] == "conforms"
+
+    out = run_cli("reproduce", str(conf), "--cell", deviating, "--repeat", "5")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "REPRODUCED in 5 of 5" in out.stdout and "standalone script shows the anomaly" in out.stdout
+    (folder,) = (conf / "repro").iterdir()
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert outcome["reproduced"] == 5 and outcome["claim"] == "C16" and len(outcome["schedule"]) == 5
+    assert "2.1 must conflict here; it committed" in outcome["script"]["output"]
+    assert "harness" not in (folder / "reproduce.py").read_text().replace("delta-jepsen", "")
+    assert "spec claim C16" in (folder / "REPORT.md").read_text()
+
+    nothing = run_cli("reproduce", str(conf), "--cell", conforming)
+    assert nothing.returncode == 0 and "conforms: nothing to reproduce" in nothing.stdout
+    bad = run_cli("reproduce", str(conf), "--cell", "no/such>cell")
+    assert bad.returncode == 2 and "no such cell" in bad.stderr

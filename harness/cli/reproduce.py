@@ -18,7 +18,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         "reproduce",
         help="replay an anomaly of a run with pinned snapshots, shrink it, and write a standalone script",
     )
-    c.add_argument("run_dir", help="a checked run folder, e.g. results/latest")
+    c.add_argument("run_dir", help="a checked run folder (e.g. results/latest), or a conformance folder with --cell")
     c.add_argument(
         "--anomaly",
         default="1",
@@ -27,6 +27,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     )
     c.add_argument("--repeat", type=int, default=5, metavar="K", help="replays before and after shrinking (default 5)")
     c.add_argument("--no-shrink", action="store_true", help="replay only; keep the schedule the anomaly names")
+    c.add_argument(
+        "--cell",
+        default=None,
+        metavar="ID",
+        help="a deviating cell of a conformance folder, e.g. 'unpartitioned/Serializable/insert>delete-all'",
+    )
     c.add_argument("--list", action="store_true", help="list the run's anomalies with their numbers and stop")
     return {"reproduce": cmd_reproduce}
 
@@ -50,11 +56,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from harness.repro.reproduce import reproduce
 
     run_dir = Path(args.run_dir)
+    if args.repeat < 1:
+        raise HarnessError("--repeat must be at least 1")
+    if args.cell is not None:
+        return _cell(run_dir, args.cell, args.repeat)
     if not (run_dir / "history.jsonl").is_file():
         raise HarnessError(f"{run_dir} is not a run folder (no history.jsonl)")
     run_dir = run_dir.resolve()
-    if args.repeat < 1:
-        raise HarnessError("--repeat must be at least 1")
     if args.list:
         for r in anomalies(load_json(run_dir / "results.json", "check the run first (delta-jepsen check RUN_DIR)")):
             print(r.label())
@@ -82,4 +90,34 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         tried = f"{k} replay(s) of {len(outcome.original.txns)} transaction(s) with pinned snapshots"
         why = f"; {outcome.uncontrolled} uncontrolled (the pins did not take)" if outcome.uncontrolled else ""
         print(f"not reproduced: the anomaly did not show in {tried}{why}; details: {outcome.out_dir}/outcome.json")
+    return outcome.exit_code
+
+
+def _cell(conf_dir: Path, cell_id: str, repeat: int) -> int:
+    from harness.repro.cell import NotADeviation, reproduce_cell
+    from harness.repro.extract import NothingToReproduce
+
+    if not (conf_dir / "conformance.json").is_file():
+        raise HarnessError(f"{conf_dir} is not a conformance folder (no conformance.json)")
+    try:
+        outcome = reproduce_cell(conf_dir.resolve(), cell_id, repeat)
+    except NothingToReproduce as e:
+        print(f"nothing to reproduce: {e}")
+        return EXIT_NOTHING
+    except NotADeviation as e:
+        print(f"not reproduced: {e}", file=sys.stderr)
+        return 3
+    if outcome.reproduced:
+        print(f"REPRODUCED in {outcome.reproduced} of {repeat} run(s) of the cell:")
+        for i, line in enumerate(outcome.schedule.describe() if outcome.schedule else [], start=1):
+            print(f"  {i}. {line}")
+        if outcome.script is not None:
+            verdict = {1: "shows the anomaly", 0: "did NOT show the anomaly"}.get(outcome.script["exit_code"], "failed")
+            print(f"standalone script {verdict} (exit {outcome.script['exit_code']}): {outcome.out_dir}/reproduce.py")
+        print(f"bug report draft: {outcome.out_dir}/REPORT.md")
+    else:
+        print(
+            f"not reproduced: the cell ran {repeat} time(s) and gave {', '.join(sorted(set(outcome.verdicts)))}, "
+            f"never {outcome.original.get('verdict')}; details: {outcome.out_dir}/outcome.json"
+        )
     return outcome.exit_code

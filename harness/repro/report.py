@@ -98,3 +98,34 @@ def bug_report(outcome: dict[str, Any], schedule: Schedule, run_dir: Path) -> st
         out += _log_entries(Path(last["run_dir"]), len(schedule.setup) + 1) or ["(none)"]
         out.append("")
     return "\n".join(out)
+
+
+def cell_report(outcome: dict[str, Any], schedule: Schedule | None, row: dict[str, Any]) -> str:
+    """The bug report draft of a conformance cell."""
+    claim = row.get("claim")
+    versions = ", ".join(
+        f"{k} {v}" for k, v in sorted((schedule.engine_versions if schedule else {}).items()) if k in _ENGINE_PACKAGES
+    )
+    out = [
+        f"# {outcome['engine']}: conformance cell `{outcome['cell']}` {outcome['verdict']}"
+        + (f" (Delta spec claim {claim})" if claim else ""),
+        "",
+        f"- Engine: {outcome['engine']}; versions: {versions or 'not recorded'}",
+        f"- Rule: {row.get('rule')}",
+        f"- Ran again {outcome['repeat']} time(s): {outcome['verdict']} in {outcome['reproduced']} "
+        f"(observed: {', '.join(outcome['observed'])})",
+        "",
+        "## Expected",
+        "",
+        f"{row.get('expected')}" + (f" (spec claim {claim}: {claim_text(claim)})" if claim else ""),
+        "",
+        "## Schedule",
+        "",
+    ]
+    out += [f"{i}. {line}" for i, line in enumerate(schedule.describe() if schedule else [], start=1)]
+    out += ["", "## Observed", "", f"{row.get('observed')}: {row.get('why') or ''}".strip(), ""]
+    script = outcome.get("script")
+    if script is not None:
+        out += [f"## Standalone reproduction (`{SCRIPT_NAME}`)", "", f"Exit code {script['exit_code']}:", "", "```"]
+        out += [script["output"], "```", ""]
+    return "\n".join(out)

@@ -72,9 +72,25 @@ def _call(call: dict[str, Any]) -> list[str]:
             f"m.when_not_matched_insert({_lit({c: f's.{c}' for c in cols})}).execute()",
         ]
     if p == "optimize":
+        filters = (
+            f"partition_filters={_lit([list(f) for f in a['partition_filters']])}" if a.get("partition_filters") else ""
+        )
         if a.get("zorder_by"):
-            return [f"dt.optimize.z_order({_lit(list(a['zorder_by']))})"]
-        return ["dt.optimize.compact()"]
+            return [f"dt.optimize.z_order({_lit(list(a['zorder_by']))}{', ' + filters if filters else ''})"]
+        return [f"dt.optimize.compact({filters})"]
+    if p == "count_then_merge":
+        # INSERT ... SELECT count(*): the SELECT on this snapshot, then a MERGE
+        # committing one row that carries the count, from the same snapshot.
+        sql = a["count_sql"].replace("{table}", "t0")
+        cols = a["columns"]
+        return [
+            f"count = QueryBuilder().register('t0', dt).execute({_lit(sql)}).read_all().column('c').to_pylist()[0]",
+            f"row = {_lit(a['row'])}",
+            f"row[{int(a['count_column'])}] = count",
+            f"m = dt.merge(source=rows_table([row], {_lit(cols)}), predicate={_lit(a['on'])}, "
+            "source_alias='s', target_alias='t')",
+            f"m.when_not_matched_insert({_lit({c: f's.{c}' for c in cols})}).execute()",
+        ]
     if p == "set_properties":
         return [f"dt.alter.set_table_properties({_lit(a['props'])})"]
     if p == "append_idempotent":
@@ -88,9 +104,16 @@ def _call(call: dict[str, Any]) -> list[str]:
     return [f"raise NotImplementedError({_lit(p + ' has no standalone form yet')})"]
 
 
-def deltars_script(schedule: Schedule, calls: dict[str, list[dict[str, Any]]], run_dir: str = "") -> str:
+def deltars_script(
+    schedule: Schedule,
+    calls: dict[str, list[dict[str, Any]]],
+    run_dir: str = "",
+    expect: dict[str, str] | None = None,
+) -> str:
     """The script of a delta-rs schedule; `calls` are the primitive calls each
-    transaction made in the replay (Attempt.calls)."""
+    transaction made in the replay (Attempt.calls). `expect` names what the
+    spec says of a transaction's outcome ("fail": it must conflict; "commit":
+    it cannot): checked besides the table."""
     cols = schedule.table.get("columns") or []
     schema = [(n, _ARROW.get(str(t).upper(), "string")) for n, t in cols]
     version = schedule.engine_versions.get("deltalake", "")
@@ -128,6 +151,8 @@ def deltars_script(schedule: Schedule, calls: dict[str, list[dict[str, Any]]], r
         f"PARTITION_BY = {_lit(list(schema_partition(schedule)))}",
         f"PROPERTIES = {_lit(table_properties(schedule))}",
         f"LEVEL = {_lit(level)}",
+        "# What the spec says of a transaction's own outcome, where it says it.",
+        f"EXPECT = {_lit(expect or {})}",
         "# The table the transactions start from: one commit per list.",
         f"SETUP = {_lit(schedule.setup)}",
         "",
@@ -207,7 +232,13 @@ def deltars_script(schedule: Schedule, calls: dict[str, list[dict[str, Any]]], r
         "    for order, rows in expected.items():",
         "        names = ', '.join(order) or 'nothing'",
         "        print(f'expected: {len(rows)} row(s) after running {names} one after another')",
+        "    wrong = [(op, want, outcome[op]) for op, want in EXPECT.items()",
+        "             if (want == 'fail') == (outcome.get(op) == 'committed')]",
+        "    for op, want, got in wrong:",
+        '        print(f\'REPRODUCED: {op} must {"conflict" if want == "fail" else "commit"} here; it {got}\')',
         "    if observed in expected.values():",
+        "        if wrong:",
+        "            return 1",
         "        print('not reproduced: the concurrent outcome equals a serial one')",
         "        return 0",
         "    first = collections.Counter(next(iter(expected.values())))",
