@@ -16,7 +16,10 @@ from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.matrix import run_cells
 from harness.matrices.conformance.rows import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.repro.extract import NothingToReproduce, load_json
+from harness.repro.report import cell_report
+from harness.repro.reproduce import run_script
 from harness.repro.schedule import OK, Schedule, Txn
+from harness.repro.standalone import REPORT_NAME, SCRIPT_NAME, deltars_script
 
 CONFORMS = "conforms"
 DEVIATIONS = ("deviates-safety", "deviates-availability")
@@ -148,9 +151,6 @@ def plan_calls(plan: OpPlan) -> list[dict[str, Any]]:
 
 
 def reproduce_cell(conf_dir: Path, cell_id: str, repeat: int, log: Any = print) -> CellOutcome:
-    from harness.repro.reproduce import run_script
-    from harness.repro.standalone import REPORT_NAME, SCRIPT_NAME, deltars_script
-
     doc, row = find_cell(conf_dir, cell_id)
     engine = str(doc.get("engine"))
     outcome = CellOutcome(cell_id, engine, row)
@@ -184,8 +184,6 @@ def reproduce_cell(conf_dir: Path, cell_id: str, repeat: int, log: Any = print) 
         script.chmod(0o755)
         outcome.script = run_script(script)
     (out / "outcome.json").write_text(json.dumps(outcome.to_json(), indent=2, default=str))
-    from harness.repro.report import cell_report
-
     (out / REPORT_NAME).write_text(cell_report(outcome.to_json(), outcome.schedule, row))
     return outcome
 
