@@ -509,13 +509,22 @@ def render_summary(
             f"({100 * h['conflict_rate']:.1f}%) failed on a concurrent commit"
         )
     width = max([16, *(len(r.checker) for r in results)])
+    number = 0  # anomalies are numbered across checkers, as `reproduce --anomaly N` counts them
     for r in results:
         lines.append(f"  {r.checker:<{width}} {r.verdict.value:<8} {r.explanation}")
-        for a in r.anomalies[:5]:
-            lines.append(f"      - {a.title} [{a.kind}{', spec ' + a.claim if a.claim else ''}]: {a.explanation}")
+        for i, a in enumerate(r.anomalies[:5]):
+            lines.append(
+                f"      - #{number + i + 1} {a.title} [{a.kind}{', spec ' + a.claim if a.claim else ''}]: {a.explanation}"
+            )
+        number += len(r.anomalies)
         if len(r.anomalies) > 5:
             lines.append(f"      ... {len(r.anomalies) - 5} more in results.json")
     if doc.get("repro"):
         lines.append(f"re-run: {doc['repro']}")
     lines.append(f"re-check: delta-jepsen check {run_dir}")
+    if number:
+        lines.append(
+            f"reproduce: delta-jepsen reproduce {run_dir} --anomaly N   (N = 1..{number}, as numbered above; "
+            "--list names them all)"
+        )
     return "\n".join(lines) + "\n"

@@ -247,7 +247,9 @@ def _rows(rows: list[Any]) -> str:
     return f"<div>rows{more}:</div><pre>{esc(chr(10).join(json.dumps(r, default=str) for r in rows[:20]))}</pre>"
 
 
-def _anomaly(run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op], with_graph: bool) -> str:
+def _anomaly(
+    run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op], with_graph: bool, number: int = 0
+) -> str:
     claim = (
         f"breaks spec {_claim_link(a.claim)}: <q>{esc(claim_text(a.claim))}</q>"
         if a.claim
@@ -259,6 +261,12 @@ def _anomaly(run_dir: Path, checker: str, n: int, a: Anomaly, ops: dict[str, Op]
         f'<div class="claim">{claim} · found by <code>{esc(checker)}</code></div>',
         f"<p>{esc(a.explanation)}</p>",
     ]
+    if number:
+        # The same numbering as the summary and `reproduce --list`.
+        parts.append(
+            f'<div class="reproduce">#{number} · reproduce: <code>delta-jepsen reproduce {esc(run_dir)} '
+            f"--anomaly {number}</code></div>"
+        )
     if a.ops:
         rows = "".join(_op_row(o, ops) for o in a.ops[:_MAX_OPS_PER_ANOMALY])
         more = f"<p class=muted>... {len(a.ops) - _MAX_OPS_PER_ANOMALY} more ops</p>" if len(a.ops) > 30 else ""
@@ -314,7 +322,9 @@ def _anomalies(run_dir: Path, results: Sequence[CheckResult], ops: dict[str, Op]
     # One row per kind first: a broken commit can make hundreds of reads
     # stale, and the kinds, not the instances, say what went wrong.
     kinds: dict[tuple[str, str], list[tuple[int, Anomaly]]] = {}
+    first: dict[str, int] = {}  # checker -> the number of its first anomaly, counted across checkers
     for r in results:
+        first[r.checker] = sum(len(x.anomalies) for x in results[: results.index(r)])
         for n, a in enumerate(r.anomalies, start=1):
             kinds.setdefault((r.checker, a.kind), []).append((n, a))
     rows = "".join(
@@ -333,7 +343,8 @@ def _anomalies(run_dir: Path, results: Sequence[CheckResult], ops: dict[str, Op]
     for (checker, kind), found in kinds.items():
         for n, a in found[:MAX_ANOMALIES_PER_KIND]:
             has_dot = bool(a.details and a.details.get("dot"))
-            out.append(_anomaly(run_dir, checker, n, a, ops, with_graph=has_dot and graphs < MAX_GRAPHS))
+            number = first[checker] + n
+            out.append(_anomaly(run_dir, checker, n, a, ops, with_graph=has_dot and graphs < MAX_GRAPHS, number=number))
             graphs += has_dot
         if len(found) > MAX_ANOMALIES_PER_KIND:
             out.append(
