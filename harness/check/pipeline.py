@@ -513,9 +513,8 @@ def render_summary(
     for r in results:
         lines.append(f"  {r.checker:<{width}} {r.verdict.value:<8} {r.explanation}")
         for i, a in enumerate(r.anomalies[:5]):
-            lines.append(
-                f"      - #{number + i + 1} {a.title} [{a.kind}{', spec ' + a.claim if a.claim else ''}]: {a.explanation}"
-            )
+            spec = f", spec {a.claim}" if a.claim else ""
+            lines.append(f"      - #{number + i + 1} {a.title} [{a.kind}{spec}]: {a.explanation}")
         number += len(r.anomalies)
         if len(r.anomalies) > 5:
             lines.append(f"      ... {len(r.anomalies) - 5} more in results.json")
