@@ -173,3 +173,33 @@ def test_a_deviating_conformance_cell_reproduces_standalone(tmp_path: Path) -> N
     assert nothing.returncode == 0 and "conforms: nothing to reproduce" in nothing.stdout
     bad = run_cli("reproduce", str(conf), "--cell", "no/such>cell")
     assert bad.returncode == 2 and "no such cell" in bad.stderr
+
+
+def test_a_lost_write_under_unsafe_put_replays_with_its_fault(tmp_path: Path) -> None:
+    """delta-rs under the unsafe-put nemesis (If-None-Match stripped from
+    commit PUTs): an acknowledged append is replaced by a concurrent commit of
+    the same version. The replay re-applies the fault behind the proxy; the
+    shrinker's replay without it does not lose the write."""
+    for attempt in range(1, RUN_ATTEMPTS + 1):
+        results = tmp_path / f"results-{attempt}"
+        res = run_cli(
+            "run",
+            *("--workload", "append", "--engine", "delta-rs", "--storage", "s3", "--nemesis", "unsafe-put"),
+            *("--nemesis-interval", "2", "--concurrency", "4", "--time-limit", "8", "--results-dir", str(results)),
+            "--no-progress",
+        )
+        run_dir = only_run_dir(results)
+        if "lost-write" in _kinds(run_dir):
+            break
+    assert "lost-write" in _kinds(run_dir), f"no lost write under unsafe-put in {RUN_ATTEMPTS} runs: {res.stdout}"
+
+    out = run_cli("reproduce", str(run_dir), "--anomaly", "lost-write", "--repeat", "2")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "REPRODUCED in 2 of 2" in out.stdout and "fault on: strip-if-none-match" in out.stdout
+    (folder,) = (run_dir / "repro").iterdir()
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert outcome["size_after"][0] == 2 and outcome["uncontrolled"] == 0
+    steps = json.loads((folder / "shrink.json").read_text())
+    assert any(s["what"].startswith("drop the fault") and not s["reproduced"] for s in steps), steps
+    assert outcome["script"]["exit_code"] == 3 and "needs a storage fault" in outcome["script"]["output"]
+    assert "## The fault" in (folder / "REPORT.md").read_text()

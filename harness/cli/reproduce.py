@@ -83,8 +83,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         for i, line in enumerate(outcome.shrunk.describe(), start=1):
             print(f"  {i}. {line}")
         if outcome.script is not None:
-            verdict = {1: "shows the anomaly", 0: "did NOT show the anomaly"}.get(outcome.script["exit_code"], "failed")
-            print(f"standalone script {verdict} (exit {outcome.script['exit_code']}): {outcome.out_dir}/reproduce.py")
+            print(f"standalone script {_script_verdict(outcome.script)}: {outcome.out_dir}/reproduce.py")
         print(f"bug report draft: {outcome.out_dir}/REPORT.md")
     else:
         tried = f"{k} replay(s) of {len(outcome.original.txns)} transaction(s) with pinned snapshots"
@@ -112,8 +111,7 @@ def _cell(conf_dir: Path, cell_id: str, repeat: int) -> int:
         for i, line in enumerate(outcome.schedule.describe() if outcome.schedule else [], start=1):
             print(f"  {i}. {line}")
         if outcome.script is not None:
-            verdict = {1: "shows the anomaly", 0: "did NOT show the anomaly"}.get(outcome.script["exit_code"], "failed")
-            print(f"standalone script {verdict} (exit {outcome.script['exit_code']}): {outcome.out_dir}/reproduce.py")
+            print(f"standalone script {_script_verdict(outcome.script)}: {outcome.out_dir}/reproduce.py")
         print(f"bug report draft: {outcome.out_dir}/REPORT.md")
     else:
         print(
@@ -121,3 +119,13 @@ def _cell(conf_dir: Path, cell_id: str, repeat: int) -> int:
             f"never {outcome.original.get('verdict')}; details: {outcome.out_dir}/outcome.json"
         )
     return outcome.exit_code
+
+
+def _script_verdict(script: dict) -> str:
+    code = script["exit_code"]
+    what = {
+        1: "shows the anomaly",
+        0: "did NOT show the anomaly",
+        3: "cannot show it without the storage fault it names",
+    }.get(code, "failed")
+    return f"{what} (exit {code})"

@@ -105,7 +105,37 @@ def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock) -> Txn:
         commit_version=version,
         attempt_after=None if version is not None else max(clock.before(end), int(read_version)),
         error=op.error.cls.value if op.error is not None else None,
+        lost_version=op.version if version is None and op.type == OK and op.f != "read" else None,
     )
+
+
+def _faults(history: History) -> list[tuple[int, int, dict[str, Any]]]:
+    """(start, end, fault) of every proxy fault the nemesis applied."""
+    open_: dict[int, tuple[int, dict[str, Any]]] = {}
+    out = []
+    last = history.events[-1].time if history.events else 0
+    for e in history.events:
+        if e.process != "nemesis" or e.type != OK or not isinstance(e.value, dict):
+            continue
+        v = e.value
+        if e.f.startswith("start-") and "kind" in v and "rule" in v:
+            fault = {"nemesis": e.f.removeprefix("start-"), "kind": v["kind"], "target": v.get("target") or {}}
+            open_[v["rule"]] = (e.time, {**fault, "params": v.get("params") or {}})
+        elif e.f.startswith("stop-") and v.get("rule") in open_:
+            start, fault = open_.pop(v["rule"])
+            out.append((start, e.time, fault))
+    out += [(start, last, fault) for start, fault in open_.values()]
+    return out
+
+
+def _fault_during(history: History, ops: list[Op]) -> dict[str, Any] | None:
+    """The fault active while the transactions ran, if any."""
+    for start, end, fault in _faults(history):
+        for op in ops:
+            op_end = op.end if op.end is not None else end
+            if op.start <= end and op_end >= start:
+                return fault
+    return None
 
 
 def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef, list[AnomalyRef]]:
@@ -128,9 +158,9 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
     by_version = {v: o for o, v in committed.items()}
     names += [by_version[v] for v in ref.anomaly.get("versions") or [] if v in by_version]
     txns = []
-    for name in dict.fromkeys(names):
-        if name in ops:
-            txns.append(_txn(ops[name], log, committed, clock))
+    named = [ops[n] for n in dict.fromkeys(names) if n in ops]
+    for op in named:
+        txns.append(_txn(op, log, committed, clock))
     if not txns:
         raise HarnessError(f"anomaly {ref.label()} names no client op of the history: nothing to replay")
     base = min(t.read_version for t in txns)
@@ -155,6 +185,7 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
         anomaly={"checker": ref.checker, **{k: ref.anomaly.get(k) for k in ("kind", "claim", "ops", "versions")}},
         seed=run_spec.get("seed"),
         engine_versions=dict(spec.get("versions") or {}),
+        fault=_fault_during(history, named),
     )
     schedule.anomaly["explanation"] = ref.anomaly.get("explanation")
     return schedule, ref, refs

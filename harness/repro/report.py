@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.claims import claim_text
-from harness.repro.schedule import Schedule
+from harness.repro.schedule import Schedule, describe_fault
 from harness.repro.standalone import SCRIPT_NAME
 
 _SPEC = "delta-guarantees.md"
@@ -73,6 +73,18 @@ def bug_report(outcome: dict[str, Any], schedule: Schedule, run_dir: Path) -> st
     if last is not None and last["found"]:
         out += ["In the shrunk replay: " + str(last["found"][0].get("explanation") or "").strip(), ""]
     script = outcome.get("script")
+    if schedule.fault:
+        out += [
+            "## The fault",
+            "",
+            f"The anomaly needs a storage fault: {describe_fault(schedule.fault)}. The harness re-applied it "
+            "through its S3 fault proxy (embedded moto S3), and the shrinker's replay without the fault did not "
+            "show the anomaly. Where one acknowledged commit was replaced by another, the replacing commit's PUT "
+            "was held at the proxy while the other committed, then released: the store applied it although the "
+            "version existed, as a store without put-if-absent does. The standalone script cannot apply such a "
+            "fault by itself and says so (exit 3).",
+            "",
+        ]
     if script is not None:
         out += [
             f"## Standalone reproduction (`{SCRIPT_NAME}`)",

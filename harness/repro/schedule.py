@@ -29,6 +29,9 @@ class Txn:
     # The latest version when a transaction that did not commit tried to.
     attempt_after: int | None = None
     error: str | None = None  # the recorded error class of a failed op
+    # An acknowledged commit the log does not hold (replaced, under a fault):
+    # the version the engine reported, where it committed before its owner.
+    lost_version: int | None = None
 
     @property
     def committed(self) -> bool:
@@ -42,12 +45,16 @@ class Txn:
     def commit_key(self) -> tuple[int, int]:
         if self.commit_version is not None:
             return (self.commit_version - 1, 2)
+        if self.lost_version is not None:
+            return (max(self.lost_version - 1, self.read_version), 1)
         after = self.attempt_after if self.attempt_after is not None else self.read_version
         return (max(after, self.read_version), 1)
 
     def describe(self) -> str:
         what = {OK: "committed", FAIL: "failed", INFO: "indeterminate"}.get(self.outcome, self.outcome)
         at = f" v{self.commit_version}" if self.commit_version is not None else ""
+        if self.lost_version is not None:
+            at = f" v{self.lost_version} (acknowledged; not in the log)"
         err = f" ({self.error})" if self.error else ""
         return f"{self.op_id} {self.f} {_short(self.value)} (in the run: read v{self.read_version}, {what}{at}{err})"
 
@@ -77,6 +84,8 @@ class Schedule:
     anomaly: dict[str, Any]  # checker, kind, claim, ops, versions, explanation
     seed: int | None = None
     engine_versions: dict[str, str] = field(default_factory=dict)
+    # A proxy fault active while the transactions ran (nemesis, kind, target,
+    # params): the replay re-applies it on S3 behind the fault proxy.
     fault: dict[str, Any] | None = None
 
     @property
@@ -96,6 +105,9 @@ class Schedule:
 
     def with_txns(self, txns: list[Txn]) -> Schedule:
         return replace(self, txns=list(txns))
+
+    def without_fault(self) -> Schedule:
+        return replace(self, fault=None)
 
     def with_setup(self, setup: list[list[list[Any]]]) -> Schedule:
         return replace(self, setup=[list(f) for f in setup])
@@ -121,9 +133,17 @@ class Schedule:
             f"create the table ({self._level()} isolation), "
             f"then {len(self.setup)} setup commit(s) of {self.rows} row(s) in all"
         ]
+        if self.fault:
+            lines.append(f"fault on: {describe_fault(self.fault)}")
         for kind, t in self.events():
             if kind == PIN:
                 lines.append(f"{t.op_id} takes its snapshot ({t.f})")
             else:
                 lines.append(f"{t.op_id} commits: {t.describe()}")
         return lines
+
+
+def describe_fault(fault: dict[str, Any]) -> str:
+    target = ", ".join(f"{k}={v}" for k, v in (fault.get("target") or {}).items()) or "every request"
+    params = ", ".join(f"{k}={v}" for k, v in (fault.get("params") or {}).items())
+    return f"{fault.get('kind')} (nemesis {fault.get('nemesis')}) on {target}" + (f" ({params})" if params else "")

@@ -200,10 +200,20 @@ def shrink_schedule(
             best = with_args(kept)
 
     def snapshot(s: Schedule) -> tuple[Any, ...]:
-        return (tuple(s.txns), repr(s.setup))
+        return (tuple(s.txns), repr(s.setup), repr(s.fault))
+
+    def pass_fault() -> None:
+        # A schedule that shows the anomaly without the fault is the engine's
+        # alone, and needs no fault proxy to reproduce.
+        nonlocal best
+        if best.fault is not None and left() > 0:
+            candidate = best.without_fault()
+            if attempt(candidate, f"drop the fault ({best.fault.get('kind')})"):
+                best = candidate
 
     while left() > 0:
         before = snapshot(best)
+        pass_fault()
         pass_txns()
         pass_files()
         for f in range(len(best.setup)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.repro.schedule import COMMIT, PIN, Schedule
+from harness.repro.schedule import COMMIT, PIN, Schedule, describe_fault
 
 SCRIPT_NAME = "reproduce.py"
 REPORT_NAME = "REPORT.md"
@@ -130,7 +130,7 @@ def deltars_script(
         "Emitted by delta-jepsen `reproduce`"
         + (f" from {run_dir.rsplit('/', 1)[-1]}" if run_dir else "")
         + f". Needs only `pip install deltalake{'==' + version if version else ''}`.",
-        "Run: python reproduce.py   (exit 1: the anomaly showed; 0: it did not)",
+        "Run: python reproduce.py   (exit 1: the anomaly showed; 0: it did not; 3: it needs a fault, named)",
         "",
         "Each transaction runs on its own DeltaTable object, loaded at the step",
         "'snapshot' below and never refreshed, so delta-rs checks its commit",
@@ -151,6 +151,8 @@ def deltars_script(
         f"PARTITION_BY = {_lit(list(schema_partition(schedule)))}",
         f"PROPERTIES = {_lit(table_properties(schedule))}",
         f"LEVEL = {_lit(level)}",
+        "# A storage fault the schedule needs, which this script cannot apply by itself.",
+        f"FAULT = {_lit(describe_fault(schedule.fault) if schedule.fault else None)}",
         "# What the spec says of a transaction's own outcome, where it says it.",
         f"EXPECT = {_lit(expect or {})}",
         "# The table the transactions start from: one commit per list.",
@@ -219,6 +221,11 @@ def deltars_script(
         "",
         "",
         "def main():",
+        "    if FAULT:",
+        "        print(f'not run: this anomaly needs a storage fault: {FAULT}.')",
+        "        print('On a local table or a store that honours put-if-absent it cannot happen; '",
+        "              'REPORT.md says how the harness applied the fault and what it saw.')",
+        "        return 3",
         "    with tempfile.TemporaryDirectory() as tmp:",
         "        print(f'delta-rs, {LEVEL} isolation, {len(SETUP)} setup commit(s); the schedule:')",
         "        outcome, observed = concurrent(f'{tmp}/concurrent')",
