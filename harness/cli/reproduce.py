@@ -51,7 +51,7 @@ def _number(run_dir: Path, which: str) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from harness.repro.extract import NothingToReproduce, anomalies, load_json
+    from harness.repro.extract import NothingToReplay, NothingToReproduce, anomalies, load_json
     from harness.repro.replay import NotReplayable
     from harness.repro.reproduce import reproduce
 
@@ -72,7 +72,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     except NothingToReproduce as e:
         print(f"nothing to reproduce: {e}")
         return EXIT_NOTHING
-    except NotReplayable as e:
+    except (NotReplayable, NothingToReplay) as e:
         print(f"not reproduced: {e}", file=sys.stderr)
         return 3
     k = outcome.repeat

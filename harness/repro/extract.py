@@ -162,7 +162,7 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
     for op in named:
         txns.append(_txn(op, log, committed, clock))
     if not txns:
-        raise HarnessError(f"anomaly {ref.label()} names no client op of the history: nothing to replay")
+        raise NothingToReplay(f"anomaly {ref.label()} names no client op of the history: no transaction to replay")
     base = min(t.read_version for t in txns)
     table = spec.get("table") or {}
     columns = [c[0] for c in table.get("columns") or []]
@@ -193,3 +193,7 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
 
 class NothingToReproduce(HarnessError):
     """A valid run (or one whose checkers found nothing): exit 0."""
+
+
+class NothingToReplay(Exception):
+    """An anomaly of the log alone (no op named): not reproduced (exit 3)."""
