@@ -18,6 +18,7 @@ from harness.matrices.conformance.rows import APP_ID, COLUMNS, SETUP, OpPlan, pl
 from harness.repro.extract import NothingToReproduce, load_json
 from harness.repro.report import cell_report
 from harness.repro.reproduce import run_script
+from harness.repro.sail_script import sail_cell_script
 from harness.repro.schedule import OK, Schedule, Txn
 from harness.repro.standalone import REPORT_NAME, SCRIPT_NAME, deltars_script
 
@@ -173,14 +174,17 @@ def reproduce_cell(conf_dir: Path, cell_id: str, repeat: int, log: Any = print) 
     out.mkdir(parents=True, exist_ok=True)
     outcome.out_dir = out
     outcome.schedule = cell_schedule(cell, row, engine, doc.get("versions") or {})
-    if outcome.reproduced and engine == "delta-rs":
-        wp, lp = plans(cell)
+    text: str | None = None
+    wp, lp = plans(cell)
+    if outcome.reproduced and engine == "sail":
+        text = sail_cell_script(outcome.schedule, wp, lp, str(conf_dir))
+    elif outcome.reproduced and engine == "delta-rs":
         calls = {wp.op_id: plan_calls(wp), lp.op_id: plan_calls(lp)}
         expect = {"must conflict": "fail", "cannot conflict": "commit"}.get(str(row.get("expected")))
+        text = deltars_script(outcome.schedule, calls, str(conf_dir), expect={lp.op_id: expect} if expect else None)
+    if text is not None:
         script = out / SCRIPT_NAME
-        script.write_text(
-            deltars_script(outcome.schedule, calls, str(conf_dir), expect={lp.op_id: expect} if expect else None)
-        )
+        script.write_text(text)
         script.chmod(0o755)
         outcome.script = run_script(script)
     (out / "outcome.json").write_text(json.dumps(outcome.to_json(), indent=2, default=str))
