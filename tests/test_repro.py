@@ -203,3 +203,23 @@ def test_a_lost_write_under_unsafe_put_replays_with_its_fault(tmp_path: Path) ->
     assert any(s["what"].startswith("drop the fault") and not s["reproduced"] for s in steps), steps
     assert outcome["script"]["exit_code"] == 3 and "needs a storage fault" in outcome["script"]["output"]
     assert "## The fault" in (folder / "REPORT.md").read_text()
+
+
+def test_a_sail_m3_cell_reproduces_standalone(tmp_path: Path) -> None:
+    """Sail M3: two INSERT ... SELECTs of one snapshot both commit (each a
+    blind append), so both rows carry the count of the same snapshot. The
+    script orders them in time (a slowed SELECT with a head start)."""
+    cell = "unpartitioned/WriteSerializable/insert-select>insert-select"
+    run_cli("conformance", "--engine", "sail", "--cells", f"^{cell}$", "--results-dir", str(tmp_path), "--no-progress")
+    (conf,) = (tmp_path / "conformance-sail").iterdir()
+    (row,) = json.loads((conf / "conformance.json").read_text())["cells"]
+    assert row["verdict"] == "deviates-safety", row
+
+    out = run_cli("reproduce", str(conf), "--cell", cell, "--repeat", "1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "REPRODUCED in 1 of 1" in out.stdout and "standalone script shows the anomaly" in out.stdout
+    (folder,) = (conf / "repro").iterdir()
+    script = (folder / "reproduce.py").read_text()
+    assert "harness" not in script.replace("delta-jepsen", "") and "from pysail.spark import" in script
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert "REPRODUCED: no serial order gives the observed table" in outcome["script"]["output"]

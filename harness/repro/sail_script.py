@@ -20,9 +20,9 @@ from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.rows import COLUMNS, OpPlan
 from harness.repro.schedule import Schedule
 
-# Rows the loser's SELECT joins with: about 2 s of work here, where the
+# Rows the loser's SELECT joins with: about 4.5 s of work here, where the
 # winner's statement takes well under one.
-SLOW_ROWS = 300_000_000
+SLOW_ROWS = 600_000_000
 HEAD_START_S = 1.0
 
 TABLE = "{table}"
@@ -95,7 +95,7 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
             + (f" from {source.rsplit('/', 1)[-1]}" if source else "")
             + f". Needs only `pip install pysail{'==' + version if version else ''} "
             + f"pyspark-client{'~=' + client if client else ''}`.",
-            "Run: python reproduce.py   (exit 1: the anomaly showed; 0: it did not)",
+            "Run: python reproduce.py   (exit 1: the anomaly showed; 0: it did not; 3: the order did not take)",
             "",
             "Sail cannot pin a snapshot, so the order is made in time: the loser's",
             "statement has a slow SELECT (a join with a large range that changes",
@@ -154,6 +154,7 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
             "        outcome[op] = 'committed'",
             "    except Exception as e:  # a conflict is an outcome, not an error of this script",
             "        outcome[op] = f'failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}'",
+            "    outcome[op + ' done'] = time.monotonic()",
             "",
             "",
             "def main():",
@@ -173,6 +174,9 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
             "            print(f'  {WINNER} (winner) {outcome[WINNER]}', flush=True)",
             "            loser.join(120)",
             "            print(f'  {LOSER} (loser, started first, committing last) {outcome.get(LOSER)}')",
+            "            if outcome.get(LOSER + ' done', 0) < outcome[WINNER + ' done']:",
+            "                print('uncontrolled: the loser finished first (a loaded machine?); run again')",
+            "                return 3",
             "            observed = rows(spark, 'concurrent')",
             "            committed = [op for op in (WINNER, LOSER) if outcome.get(op) == 'committed']",
             "            sql = {WINNER: WINNER_SQL, LOSER: LOSER_SQL}",
