@@ -16,6 +16,10 @@ from harness.core.history import History, Op, load_history
 from harness.deltalog import read_log
 from harness.repro.schedule import OK, Schedule, Txn
 
+# Transactions one replay runs at most: a schedule is re-run for every
+# shrinking step, so it stays a few dozen commits.
+MAX_TXNS = 60
+
 
 @dataclass(frozen=True)
 class AnomalyRef:
@@ -93,6 +97,11 @@ def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock) -> Txn:
     version = committed.get(op.id)
     commit = log.commits.get(version) if version is not None else None
     read_version = commit.read_version if commit is not None and commit.read_version is not None else None
+    if read_version is None and version is not None:
+        # A commit that records no snapshot (a blind append): it committed on
+        # the version before its own, whatever it started from (delta-rs
+        # retries an append on a newer snapshot), so that is what it read.
+        read_version = version - 1
     if read_version is None:
         read_version = op.version if op.f == "read" and op.version is not None else clock.before(op.start)
     end = op.end if op.end is not None else (clock.marks[-1][0] + 1 if clock.marks else op.start)
@@ -161,6 +170,18 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
     named = [ops[n] for n in dict.fromkeys(names) if n in ops]
     for op in named:
         txns.append(_txn(op, log, committed, clock))
+    if txns:
+        # The commits a named transaction saw that the earliest snapshot did
+        # not hold (say, the append whose file a later OPTIMIZE compacted):
+        # replayed too, so each snapshot holds what it held in the run. The
+        # shrinker drops those that do not matter.
+        base = min(t.read_version for t in txns)
+        seen = {t.op_id for t in txns}
+        for v in range(base + 1, max(t.read_version for t in txns) + 1):
+            name = by_version.get(v)
+            if name is not None and name not in seen and name in ops and len(txns) < MAX_TXNS:
+                seen.add(name)
+                txns.append(_txn(ops[name], log, committed, clock))
     if not txns:
         raise NothingToReplay(f"anomaly {ref.label()} names no client op of the history: no transaction to replay")
     base = min(t.read_version for t in txns)

@@ -224,7 +224,7 @@ def deltars_script(
         "    if FAULT:",
         "        print(f'not run: this anomaly needs a storage fault: {FAULT}.')",
         "        print('On a local table or a store that honours put-if-absent it cannot happen; '",
-        "              'REPORT.md says how the harness applied the fault and what it saw.')",
+        "              'REPORT.md says how delta-jepsen applied the fault and what it saw.')",
         "        return 3",
         "    with tempfile.TemporaryDirectory() as tmp:",
         "        print(f'delta-rs, {LEVEL} isolation, {len(SETUP)} setup commit(s); the schedule:')",
