@@ -93,14 +93,11 @@ def reproduce(
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="dj-shrink-") as tmp:
             counter = iter(range(1, 10**6))
-            last: dict[str, Attempt] = {}
 
             def reproduces(candidate: Schedule) -> bool:
                 d = Path(tmp) / f"step-{next(counter)}"
                 a = replay(candidate, d)
                 shutil.rmtree(d, ignore_errors=True)
-                if a.reproduced:
-                    last["attempt"] = a
                 return a.reproduced
 
             outcome.shrunk, outcome.steps = shrink_schedule(schedule, reproduces, budget=budget)

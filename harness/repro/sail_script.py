@@ -12,13 +12,12 @@ script.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from harness.core.table import TableSpec
+from harness.engines.spark import sql_literal
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.rows import COLUMNS, OpPlan
 from harness.repro.schedule import Schedule
+from harness.repro.standalone import lit
 
 # Rows the loser's SELECT joins with: about 4.5 s of work here, where the
 # winner's statement takes well under one.
@@ -28,26 +27,12 @@ HEAD_START_S = 1.0
 TABLE = "{table}"
 
 
-def _lit(x: Any) -> str:
-    return repr(json.loads(json.dumps(x)))
-
-
-def _sql_literal(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, int | float):
-        return repr(v)
-    return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def statement(plan: OpPlan) -> str | None:
     """The cell op as one SQL statement on `{table}`, as the Sail backend runs it."""
     cols = ", ".join(COLUMNS)
     k = plan.kind
     if k == C.INSERT:
-        rows = ", ".join("(" + ", ".join(_sql_literal(v) for v in r) + ")" for r in plan.new_rows())
+        rows = ", ".join("(" + ", ".join(sql_literal(v) for v in r) + ")" for r in plan.new_rows())
         return f"INSERT INTO {TABLE} ({cols}) VALUES {rows}"
     if k == C.INSERT_SELECT:
         return f"INSERT INTO {TABLE} ({cols}) {plan.insert_select_sql(TABLE)}"
@@ -113,15 +98,15 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
             "from pyspark.sql import SparkSession",
             "from pysail.spark import SparkConnectServer",
             "",
-            f"COLUMNS = {_lit(cols)}",
-            f"PARTITION_BY = {_lit(list(table.partition_by))}",
-            f"PROPERTIES = {_lit(props)}",
-            f"LEVEL = {_lit(level)}",
-            f"SETUP = {_lit(schedule.setup)}",
-            f"WINNER, LOSER = {_lit(winner.op_id)}, {_lit(loser.op_id)}",
-            f"WINNER_SQL = {_lit(w_sql)}",
-            f"LOSER_SQL = {_lit(l_sql)}",
-            f"LOSER_SLOW_SQL = {_lit(l_slow)}",
+            f"COLUMNS = {lit(cols)}",
+            f"PARTITION_BY = {lit(list(table.partition_by))}",
+            f"PROPERTIES = {lit(props)}",
+            f"LEVEL = {lit(level)}",
+            f"SETUP = {lit(schedule.setup)}",
+            f"WINNER, LOSER = {lit(winner.op_id)}, {lit(loser.op_id)}",
+            f"WINNER_SQL = {lit(w_sql)}",
+            f"LOSER_SQL = {lit(l_sql)}",
+            f"LOSER_SLOW_SQL = {lit(l_slow)}",
             f"HEAD_START_S = {HEAD_START_S}",
             "",
             "",

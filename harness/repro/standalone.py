@@ -32,7 +32,7 @@ _ARROW = {
 }
 
 
-def _lit(x: Any) -> str:
+def lit(x: Any) -> str:
     """A Python literal of JSON data, as compact as a person can read."""
     return repr(json.loads(json.dumps(x)))
 
@@ -45,20 +45,20 @@ def _call(call: dict[str, Any]) -> list[str]:
     """The deltalake statements of one recorded primitive call, on `dt`."""
     p, a = call["primitive"], call["args"]
     if p == "append":
-        return [f"write_deltalake(dt, rows_table({_lit(a['rows'])}), mode='append')"]
+        return [f"write_deltalake(dt, rows_table({lit(a['rows'])}), mode='append')"]
     if p == "update":
-        return [f"dt.update(predicate={_lit(a['where'])}, updates={_lit(a['assignments'])})"]
+        return [f"dt.update(predicate={lit(a['where'])}, updates={lit(a['assignments'])})"]
     if p == "delete":
-        return [f"dt.delete(predicate={_lit(a['where'])})"]
+        return [f"dt.delete(predicate={lit(a['where'])})"]
     if p == "merge":
         lines = [
-            f"source = rows_table({_lit(a['source_rows'])}, {_lit(a['source_columns'])})",
-            f"m = dt.merge(source=source, predicate={_lit(a['on'])}, source_alias='s', target_alias='t')",
+            f"source = rows_table({lit(a['source_rows'])}, {lit(a['source_columns'])})",
+            f"m = dt.merge(source=source, predicate={lit(a['on'])}, source_alias='s', target_alias='t')",
         ]
         if a.get("when_matched_set"):
-            lines.append(f"m = m.when_matched_update({_lit(a['when_matched_set'])})")
+            lines.append(f"m = m.when_matched_update({lit(a['when_matched_set'])})")
         if a.get("insert_values"):
-            lines.append(f"m = m.when_not_matched_insert({_lit(a['insert_values'])})")
+            lines.append(f"m = m.when_not_matched_insert({lit(a['insert_values'])})")
         return [*lines, "m.execute()"]
     if p == "insert_select":
         # delta-rs has no INSERT ... SELECT: the SELECT runs on this table
@@ -66,17 +66,17 @@ def _call(call: dict[str, Any]) -> list[str]:
         cols, on = a["columns"], " AND ".join(f"t.{c} = s.{c}" for c in a["match_on"])
         sql = a["select_sql"].replace("{table}", "t0")
         return [
-            f"selected = QueryBuilder().register('t0', dt).execute({_lit(sql)}).read_all()",
-            f"source = select_columns(selected, {_lit(cols)})",
-            f"m = dt.merge(source=source, predicate={_lit(on)}, source_alias='s', target_alias='t')",
-            f"m.when_not_matched_insert({_lit({c: f's.{c}' for c in cols})}).execute()",
+            f"selected = QueryBuilder().register('t0', dt).execute({lit(sql)}).read_all()",
+            f"source = select_columns(selected, {lit(cols)})",
+            f"m = dt.merge(source=source, predicate={lit(on)}, source_alias='s', target_alias='t')",
+            f"m.when_not_matched_insert({lit({c: f's.{c}' for c in cols})}).execute()",
         ]
     if p == "optimize":
         filters = (
-            f"partition_filters={_lit([list(f) for f in a['partition_filters']])}" if a.get("partition_filters") else ""
+            f"partition_filters={lit([list(f) for f in a['partition_filters']])}" if a.get("partition_filters") else ""
         )
         if a.get("zorder_by"):
-            return [f"dt.optimize.z_order({_lit(list(a['zorder_by']))}{', ' + filters if filters else ''})"]
+            return [f"dt.optimize.z_order({lit(list(a['zorder_by']))}{', ' + filters if filters else ''})"]
         return [f"dt.optimize.compact({filters})"]
     if p == "count_then_merge":
         # INSERT ... SELECT count(*): the SELECT on this snapshot, then a MERGE
@@ -84,24 +84,24 @@ def _call(call: dict[str, Any]) -> list[str]:
         sql = a["count_sql"].replace("{table}", "t0")
         cols = a["columns"]
         return [
-            f"count = QueryBuilder().register('t0', dt).execute({_lit(sql)}).read_all().column('c').to_pylist()[0]",
-            f"row = {_lit(a['row'])}",
+            f"count = QueryBuilder().register('t0', dt).execute({lit(sql)}).read_all().column('c').to_pylist()[0]",
+            f"row = {lit(a['row'])}",
             f"row[{int(a['count_column'])}] = count",
-            f"m = dt.merge(source=rows_table([row], {_lit(cols)}), predicate={_lit(a['on'])}, "
+            f"m = dt.merge(source=rows_table([row], {lit(cols)}), predicate={lit(a['on'])}, "
             "source_alias='s', target_alias='t')",
-            f"m.when_not_matched_insert({_lit({c: f's.{c}' for c in cols})}).execute()",
+            f"m.when_not_matched_insert({lit({c: f's.{c}' for c in cols})}).execute()",
         ]
     if p == "set_properties":
-        return [f"dt.alter.set_table_properties({_lit(a['props'])})"]
+        return [f"dt.alter.set_table_properties({lit(a['props'])})"]
     if p == "append_idempotent":
         return [
-            f"if (dt.transaction_version({_lit(a['app_id'])}) or -1) < {int(a['txn_version'])}:",
-            f"    write_deltalake(dt, rows_table({_lit(a['rows'])}), mode='append', commit_properties="
-            f"CommitProperties(app_transactions=[Transaction({_lit(a['app_id'])}, {int(a['txn_version'])})]))",
+            f"if (dt.transaction_version({lit(a['app_id'])}) or -1) < {int(a['txn_version'])}:",
+            f"    write_deltalake(dt, rows_table({lit(a['rows'])}), mode='append', commit_properties="
+            f"CommitProperties(app_transactions=[Transaction({lit(a['app_id'])}, {int(a['txn_version'])})]))",
         ]
     if p == "read":
         return ["table_rows(dt)"]
-    return [f"raise NotImplementedError({_lit(p + ' has no standalone form yet')})"]
+    return [f"raise NotImplementedError({lit(p + ' has no standalone form yet')})"]
 
 
 def deltars_script(
@@ -147,16 +147,16 @@ def deltars_script(
         "import arro3.core as ac",
         "from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake",
         "",
-        f"SCHEMA = {_lit(schema)}",
-        f"PARTITION_BY = {_lit(list(schema_partition(schedule)))}",
-        f"PROPERTIES = {_lit(table_properties(schedule))}",
-        f"LEVEL = {_lit(level)}",
+        f"SCHEMA = {lit(schema)}",
+        f"PARTITION_BY = {lit(list(schema_partition(schedule)))}",
+        f"PROPERTIES = {lit(table_properties(schedule))}",
+        f"LEVEL = {lit(level)}",
         "# A storage fault the schedule needs, which this script cannot apply by itself.",
-        f"FAULT = {_lit(describe_fault(schedule.fault) if schedule.fault else None)}",
+        f"FAULT = {lit(describe_fault(schedule.fault) if schedule.fault else None)}",
         "# What the spec says of a transaction's own outcome, where it says it.",
-        f"EXPECT = {_lit(expect or {})}",
+        f"EXPECT = {lit(expect or {})}",
         "# The table the transactions start from: one commit per list.",
-        f"SETUP = {_lit(schedule.setup)}",
+        f"SETUP = {lit(schedule.setup)}",
         "",
         "",
         "def rows_table(rows, names=None):",
@@ -185,7 +185,7 @@ def deltars_script(
         "",
     ]
     for t in txns:
-        out += ["", f"def {_fn(t.op_id)}(dt):", f'    """{t.op_id}: {t.f} {_lit(t.value)[:100]}"""']
+        out += ["", f"def {_fn(t.op_id)}(dt):", f'    """{t.op_id}: {t.f} {lit(t.value)[:100]}"""']
         body = [line for c in calls.get(t.op_id, []) for line in _call(c)]
         out += ["    " + line for line in (body or ["pass  # the replay made no engine call"])]
     out += [
@@ -193,7 +193,7 @@ def deltars_script(
         "",
         f"TXNS = {{{', '.join(f'{t.op_id!r}: {_fn(t.op_id)}' for t in txns)}}}",
         "# The schedule: when each transaction takes its snapshot, and when it commits.",
-        f"STEPS = {_lit(steps)}",
+        f"STEPS = {lit(steps)}",
         "",
         "",
         "def concurrent(path):",
