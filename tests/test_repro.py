@@ -107,6 +107,53 @@ def test_m6_replays_shrinks_and_runs_standalone(tmp_path: Path) -> None:
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
+def test_c16_from_a_delete_insert_run_replays_shrinks_and_runs_standalone(tmp_path: Path) -> None:
+    """delta-rs's C16 deviation found at scale (a WHERE-less DELETE commits over
+    an INSERT its snapshot missed, under Serializable), reproduced from the
+    run folder rather than from the conformance cell."""
+    for attempt in range(1, RUN_ATTEMPTS + 1):
+        res = run_cli(
+            "run",
+            "--workload",
+            "delete-insert",
+            "--engine",
+            "delta-rs",
+            "--storage",
+            "local",
+            "--isolation",
+            "Serializable",
+            "--concurrency",
+            "4",
+            "--time-limit",
+            "5",
+            "--results-dir",
+            str(tmp_path / f"results-{attempt}"),
+            "--no-progress",
+        )
+        run_dir = only_run_dir(tmp_path / f"results-{attempt}")
+        if "history-order" in _kinds(run_dir):
+            break
+    assert "history-order" in _kinds(run_dir), f"no C16 history-order anomaly in {RUN_ATTEMPTS} runs: " + res.stdout
+
+    out = run_cli("reproduce", str(run_dir), "--anomaly", "history-order", "--repeat", "5")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "standalone script shows the anomaly" in out.stdout
+    (folder,) = (run_dir / "repro").iterdir()
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert outcome["anomaly"]["kind"] == "history-order" and outcome["anomaly"]["claim"] == "C14"
+    assert outcome["reproduced_before_shrink"] >= 4 and outcome["reproduced_after_shrink"] >= 4
+    assert outcome["uncontrolled"] == 0
+    txns, files, rows = outcome["size_after"]
+    assert txns == 2 and files <= 1 and rows <= 1, outcome["size_after"]
+    shrunk = json.loads((folder / "schedule.json").read_text())["shrunk"]
+    by_f = {t["f"]: t for t in shrunk["txns"]}
+    assert set(by_f) == {"insert", "delete"} and by_f["delete"]["value"]["where"] == "none"
+    assert by_f["insert"]["commit_version"] < by_f["delete"]["commit_version"]
+    assert outcome["script"]["exit_code"] == 1, outcome["script"]
+    assert "dt.delete(predicate=None)" in (folder / "reproduce.py").read_text()
+    assert "Spec claim C14" in (folder / "REPORT.md").read_text()
+
+
 def test_valid_run_has_nothing_and_a_non_reproducing_anomaly_says_so(tmp_path: Path) -> None:
     res, run_dir = _run("append", tmp_path / "results", seconds="2")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -194,3 +194,32 @@ def test_shrink_schedule_flaky_predicate_keeps_the_original():
     assert result.to_json() == original.to_json()
     assert steps and not any(s.reproduced for s in steps)
     assert len(steps) == len(calls) - 1
+
+
+def test_shrink_schedule_keeps_a_delete_range_whole():
+    """A DELETE's [lo, hi] range is one argument: dropping an end would
+    replay an op the run never issued (and one the workload cannot invoke)."""
+    s = Schedule(
+        engine="synthetic",
+        workload="delete-insert",
+        isolation="Serializable",
+        table={},
+        declaration={},
+        base_version=0,
+        setup=[],
+        txns=[
+            txn("0.1", "insert", {"ids": [5], "keys": [3], "via": "sql"}, 0, 1),
+            txn("0.2", "delete", {"predicate": [0, 63], "where": "none"}, 0, 2),
+        ],
+        anomaly={"kind": "history-order"},
+    )
+    tried: list[Schedule] = []
+
+    def both_txns(candidate: Schedule) -> bool:
+        tried.append(candidate)
+        return len(candidate.txns) == 2
+
+    result, _ = shrink_schedule(s, both_txns)
+    deletes = [t for c in tried for t in c.txns if t.f == "delete"]
+    assert deletes and all(t.value["predicate"] == [0, 63] for t in deletes)
+    assert result.txns[1].value == {"predicate": [0, 63], "where": "none"}

@@ -1,5 +1,6 @@
-"""`delete-insert`: spec C16 at scale. DELETEs over key ranges run
-concurrently with blind INSERTs into those ranges.
+"""`delete-insert`: spec C16 at scale. DELETEs over key ranges, and some
+with no predicate at all (C16's own example, which engines may treat apart
+from a range), run concurrently with blind INSERTs into those ranges.
 
 Under Serializable a DELETE that read the table before a concurrent INSERT
 into its range committed must fail; under WriteSerializable it may commit
@@ -20,6 +21,7 @@ KEY_SPACE = 64
 MAX_RANGE = 16
 MAX_BATCH = 3
 DELETE_FRACTION = 0.3
+DELETE_ALL_FRACTION = 0.2  # of the DELETEs: no WHERE clause
 READ_FRACTION = 0.15
 
 
@@ -48,6 +50,10 @@ class DeleteInsertWorkload(Workload):
         if r < READ_FRACTION:
             return self.read_op(gen, op_id)
         if r < READ_FRACTION + DELETE_FRACTION:
+            if gen.rng.random() < DELETE_ALL_FRACTION:
+                # The predicate the checkers read is the whole key space; the
+                # engine gets no WHERE clause.
+                return OpSpec("delete", op_id, {"predicate": [0, KEY_SPACE - 1], "where": "none"})
             lo = gen.rng.randrange(KEY_SPACE)
             return OpSpec("delete", op_id, {"predicate": [lo, min(KEY_SPACE - 1, lo + gen.rng.randrange(MAX_RANGE))]})
         slot = gen.slot if isinstance(gen.slot, int) else 0
@@ -69,7 +75,8 @@ class DeleteInsertWorkload(Workload):
             return client.append(rows, table, value["via"], op["id"])
         if f == "delete":
             lo, hi = (int(x) for x in value["predicate"])
-            res = client.delete(f"k >= {lo} AND k <= {hi}", op["id"])
+            where = None if value.get("where") == "none" else f"k >= {lo} AND k <= {hi}"
+            res = client.delete(where, op["id"])
             res.value = {**value, **(res.value or {})}
             return res
         if f == "read":

@@ -107,8 +107,9 @@ class EngineClient(ABC):
         which version the update replaced). value: rows updated, if known."""
         raise NotImplementedError(f"{self.name} has no update")
 
-    def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
-        """DELETE FROM t WHERE <SQL predicate>. value: rows deleted, if known."""
+    def delete(self, where: str | None, op_id: str, via: str = "sql") -> OpResult:
+        """DELETE FROM t WHERE <SQL predicate>, or every row when `where` is
+        None. value: rows deleted, if known."""
         raise NotImplementedError(f"{self.name} has no delete")
 
     def merge(

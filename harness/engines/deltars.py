@@ -168,7 +168,7 @@ class DeltaRsClient(EngineClient):
         )
         return OpResult(value={"updated": (metrics or {}).get("num_updated_rows")}, version=dt.version())
 
-    def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
+    def delete(self, where: str | None, op_id: str, via: str = "sql") -> OpResult:
         from deltalake import CommitProperties
 
         dt = self._table()

@@ -143,10 +143,10 @@ class SparkConnectClient(EngineClient):
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"updated": count})
 
-    def delete(self, where: str, op_id: str, via: str = "sql") -> OpResult:
+    def delete(self, where: str | None, op_id: str, via: str = "sql") -> OpResult:
         self._register()
         self._tag(op_id)
-        rows = self._sql(f"DELETE FROM {self.table_ref} WHERE {where}")
+        rows = self._sql(f"DELETE FROM {self.table_ref}" + (f" WHERE {where}" if where else ""))
         count = rows[0][0] if rows and len(rows[0]) else None
         return OpResult(value={"deleted": count})
 

@@ -106,6 +106,11 @@ def _listing(xs: list[Any], limit: int = 8) -> str:
     return shown + (f" and {len(xs) - limit} more" if len(xs) > limit else "")
 
 
+# List-valued op arguments that are one value, not a list of items: a
+# DELETE's [lo, hi] key range loses its meaning with an end removed.
+NOT_ITEMS = frozenset({"predicate"})
+
+
 def _parallel_groups(value: Any) -> list[list[str]]:
     """The list-valued fields of an op's value, grouped by length: lists of
     one length are taken to be parallel (ids[i] goes with keys[i])."""
@@ -113,7 +118,7 @@ def _parallel_groups(value: Any) -> list[list[str]]:
         return []
     by_len: dict[int, list[str]] = {}
     for name, v in value.items():
-        if isinstance(v, list):
+        if isinstance(v, list) and name not in NOT_ITEMS:
             by_len.setdefault(len(v), []).append(name)
     return [names for n, names in sorted(by_len.items()) if n > 1]
 
