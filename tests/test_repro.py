@@ -271,3 +271,46 @@ def test_a_sail_m3_cell_reproduces_standalone(tmp_path: Path) -> None:
     assert "harness" not in script.replace("delta-jepsen", "") and "from pysail.spark import" in script
     outcome = json.loads((folder / "outcome.json").read_text())
     assert "REPRODUCED: no serial order gives the observed table" in outcome["script"]["output"]
+
+
+def test_a_sail_lost_append_from_a_list_append_run_replays_and_runs_standalone(tmp_path: Path) -> None:
+    """Sail M3 found at scale: two list-append INSERT ... SELECTs read one
+    list and both commit (Sail takes them for blind appends). Sail records
+    no readVersion, so the snapshot each read comes from its rows' positions;
+    the replay pins and holds a Sail server at the proxy; the script orders
+    the pair in time."""
+    res = run_cli(
+        "run",
+        "--workload",
+        "list-append",
+        "--engine",
+        "sail",
+        "--concurrency",
+        "4",
+        "--time-limit",
+        "6",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--no-progress",
+        timeout=240,
+    )
+    run_dir = only_run_dir(tmp_path / "results")
+    assert "duplicate-position" in _kinds(run_dir), res.stdout + res.stderr  # the pinned finding, every run
+
+    out = run_cli("reproduce", str(run_dir), "--anomaly", "duplicate-position", "--repeat", "5", timeout=900)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "standalone script shows the anomaly" in out.stdout, out.stdout
+    (folder,) = (run_dir / "repro").iterdir()
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert outcome["anomaly"]["kind"] == "duplicate-position"
+    assert outcome["reproduced_before_shrink"] >= 4 and outcome["reproduced_after_shrink"] >= 4
+    assert outcome["uncontrolled"] == 0
+    assert outcome["size_after"][0] == 2, outcome["size_after"]
+    shrunk = json.loads((folder / "schedule.json").read_text())["shrunk"]
+    assert [t["f"] for t in shrunk["txns"]] == ["append", "append"]
+    first, second = sorted(shrunk["txns"], key=lambda t: t["commit_version"])
+    assert second["read_version"] < first["commit_version"]  # the later one read before the first committed
+    script = (folder / "reproduce.py").read_text()
+    assert "harness" not in script.replace("delta-jepsen", "") and "from pysail.spark import" in script
+    assert "REPRODUCED: no serial order gives the observed table" in outcome["script"]["output"]
+    assert "## Log entries of the replay" in (folder / "REPORT.md").read_text()

@@ -126,6 +126,15 @@ def _script_verdict(script: dict) -> str:
     what = {
         1: "shows the anomaly",
         0: "did NOT show the anomaly",
-        3: "cannot show it without the storage fault it names",
+        # exit 3 is the script's own "control did not take": a fault it
+        # cannot apply, or an order in time that did not hold.
+        3: next(
+            (
+                line.strip()
+                for line in (script.get("output") or "").splitlines()
+                if line.startswith(("not run:", "uncontrolled:"))
+            ),
+            "could not control the schedule",
+        ),
     }.get(code, "failed")
     return f"{what} (exit {code})"

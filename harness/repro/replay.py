@@ -7,10 +7,9 @@ taken and never refreshed, so its commit is checked by the engine against
 everything committed since. The replay is a run folder of its own (history,
 spec, table, results), so `delta-jepsen check` and report.html open it.
 
-delta-rs only so far: its table objects are the snapshots. Spark sessions
-(Sail, delta-spark) refresh their snapshot per statement and need the
-proxy's hold to pin one; they are reported as not replayable, never as
-not reproducing.
+delta-rs: its table objects are the snapshots. Sail refreshes its snapshot
+per statement, so the proxy pins and holds it (`sail_replay`). delta-spark
+is reported as not replayable yet, never as not reproducing.
 """
 
 from __future__ import annotations
@@ -26,22 +25,20 @@ from typing import Any
 from checkers.base import Verdict
 from harness.check.pipeline import check_run
 from harness.core.errors import HarnessError
-from harness.core.history import INVOKE, HistoryWriter, OpError
+from harness.core.history import INVOKE, HistoryWriter
 from harness.core.table import Column, TableDeclaration, TableSpec
 from harness.deltalog import copy_table, read_log
 from harness.engines.base import ClientConfig
 from harness.engines.deltars import DeltaRsClient
 from harness.repro.extract import op_versions
-from harness.repro.schedule import PIN, Schedule, Txn
+from harness.repro.recording import record_reply
+from harness.repro.sail_replay import run_sail_events
+from harness.repro.schedule import PIN, NotReplayable, Schedule, Txn
 from harness.run.storage import LocalStorage, open_storage
 from harness.run.worker_main import run_op
 from workloads import make_workload
 
-REPLAYABLE_ENGINES = ("delta-rs",)
-
-
-class NotReplayable(Exception):
-    """The harness cannot control this schedule's engine yet."""
+REPLAYABLE_ENGINES = ("delta-rs", "sail")
 
 
 # The engine primitives a workload's op calls: what the standalone script
@@ -137,12 +134,19 @@ class Attempt:
         }
 
 
-def _matches(anomaly: dict[str, Any], target: dict[str, Any]) -> bool:
-    return anomaly.get("kind") == target.get("kind")
+def _matches(anomaly: dict[str, Any], target: dict[str, Any], replayed: set[str]) -> bool:
+    """Same kind, and made by the replayed transactions: setup rows carry
+    the run's writers, so an anomaly already in the rows the table starts
+    from (two elements the run put at one position, say) names only ops the
+    replay did not run, and is not a reproduction."""
+    named = set(anomaly.get("ops") or [])
+    return anomaly.get("kind") == target.get("kind") and (not named or bool(named & replayed))
 
 
-def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False) -> Attempt:
-    """Run `schedule` once in `run_dir` (created; must not exist)."""
+def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False, controls: Any = None) -> Attempt:
+    """Run `schedule` once in `run_dir` (created; must not exist). A Sail
+    schedule runs on `controls` (a SailControls, shared by the replays of
+    one reproduce)."""
     if schedule.engine not in REPLAYABLE_ENGINES:
         raise NotReplayable(
             f"replay controls {', '.join(REPLAYABLE_ENGINES)} so far; a {schedule.engine} run cannot be replayed yet"
@@ -159,7 +163,7 @@ def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False) -> 
                 "spec": {
                     "workload": schedule.workload,
                     "engine": schedule.engine,
-                    "storage": "s3" if schedule.fault else "local",
+                    "storage": "s3" if schedule.fault or schedule.engine == "sail" else "local",
                 },
                 "table": schedule.table,
                 "checkers": [checker],
@@ -169,23 +173,31 @@ def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False) -> 
             indent=2,
         )
     )
-    # A fault is re-applied where it happened: on S3, behind the fault proxy.
-    storage = open_storage("s3", run_dir, proxy=True) if schedule.fault else LocalStorage(run_dir)
-    try:
-        uri = storage.table_uri("table")
-        notes, outcomes, calls, pinned = _run_events(schedule, storage, uri, table, workload, run_dir)
+    if schedule.engine == "sail":
+        if controls is None:
+            raise NotReplayable("a Sail replay needs its servers (SailControls)")
         if schedule.fault:
-            copy_table(uri, run_dir / "table", storage.reader_options())
-    finally:
-        storage.stop()
-    notes += _verify(str(run_dir / "table"), pinned)
+            raise NotReplayable("a Sail replay re-applies no storage fault yet")
+        uri, notes, outcomes, calls = run_sail_events(schedule, controls, table, workload, run_dir)
+        copy_table(uri, run_dir / "table", controls.storage.reader_options())
+    else:
+        # A fault is re-applied where it happened: on S3, behind the fault proxy.
+        storage = open_storage("s3", run_dir, proxy=True) if schedule.fault else LocalStorage(run_dir)
+        try:
+            uri = storage.table_uri("table")
+            notes, outcomes, calls, pinned = _run_events(schedule, storage, uri, table, workload, run_dir)
+            if schedule.fault:
+                copy_table(uri, run_dir / "table", storage.reader_options())
+        finally:
+            storage.stop()
+        notes += _verify(str(run_dir / "table"), pinned)
     report = check_run(run_dir, write=write_report)
     found = [
         a
         for r in report.results
         if r.checker == checker
         for a in (x.to_json() for x in r.anomalies)
-        if _matches(a, schedule.anomaly)
+        if _matches(a, schedule.anomaly, {t.op_id for t in schedule.txns})
     ]
     verdict = report.verdict.value if report.verdict is not Verdict.VALID or not found else "invalid"
     return Attempt(
@@ -224,7 +236,7 @@ def _run_events(
         decl = TableDeclaration.from_json(schedule.declaration)
         value = {**schedule.declaration, **table.to_json()} if decl.table is not None else schedule.declaration
         op = {"f": "create-table", "id": "setup.1", "value": value}
-        _record(h, "setup", op, run_op(setup, workload, table, op))
+        record_reply(h, "setup", op, run_op(setup, workload, table, op), "n1")
         for i, rows in enumerate(schedule.setup, start=2):
             op_id = f"setup.{i}"
             res = setup.append([tuple(r) for r in rows], table, "dataframe", op_id)
@@ -248,7 +260,7 @@ def _run_events(
             op = {"f": txn.f, "id": txn.op_id, "value": txn.value}
             h.record(process=process[txn.op_id], type=INVOKE, f=txn.f, id=txn.op_id, value=txn.value, node="n1")
             reply = run_op(c, workload, table, op)
-            _record(h, process[txn.op_id], op, reply)
+            record_reply(h, process[txn.op_id], op, reply, "n1")
             outcomes[txn.op_id] = reply["type"]
             calls[txn.op_id] = list(c.calls)
             return reply
@@ -320,22 +332,6 @@ def _straddle(proxy: Any, owner_client: str, owner: Any, lost: Any) -> list[str]
     if thread.is_alive():
         notes.append("the replacing commit did not finish")
     return notes
-
-
-def _record(h: HistoryWriter, process: int | str, op: dict[str, Any], reply: dict[str, Any]) -> None:
-    err = OpError.from_json(reply["error"]) if reply.get("error") else None
-    if op["f"] == "create-table":
-        h.record(process=process, type=INVOKE, f=op["f"], id=op["id"], value=op["value"], node="n1")
-    h.record(
-        process=process,
-        type=reply["type"],
-        f=op["f"],
-        id=op["id"],
-        value=reply.get("value"),
-        version=reply.get("version"),
-        error=err,
-        node="n1",
-    )
 
 
 def _verify(uri: str, pinned: dict[str, tuple[Any, int]]) -> list[str]:

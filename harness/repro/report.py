@@ -100,7 +100,7 @@ def bug_report(outcome: dict[str, Any], schedule: Schedule, run_dir: Path) -> st
         out += [
             "## Standalone reproduction",
             "",
-            f"No script: {schedule.engine} schedules have no standalone form yet"
+            f"No script: {outcome.get('script_note') or schedule.engine + ' schedules have no standalone form yet'}."
             if outcome["reproduced_before_shrink"]
             else "No script: the anomaly did not reproduce.",
             "",

@@ -5,6 +5,7 @@ standalone script and the bug report draft."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -12,12 +13,15 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness.repro.extract import AnomalyRef, extract
 from harness.repro.replay import Attempt, replay
 from harness.repro.report import bug_report
+from harness.repro.sail_replay import SailControls
+from harness.repro.sail_script import sail_schedule_script
 from harness.repro.schedule import Schedule
 from harness.repro.shrink import Step, shrink_schedule
 from harness.repro.standalone import REPORT_NAME, SCRIPT_NAME, deltars_script
@@ -40,6 +44,7 @@ class Outcome:
     shrink_seconds: float = 0.0
     out_dir: Path | None = None
     script: dict[str, Any] | None = None
+    script_note: str | None = None  # why there is no script, where one reproduced
 
     @staticmethod
     def _count(attempts: list[Attempt]) -> int:
@@ -70,6 +75,7 @@ class Outcome:
             "shrink_seconds": round(self.shrink_seconds, 3),
             "schedule": self.shrunk.describe(),
             "script": self.script,
+            "script_note": self.script_note,
             "attempts_before": [a.to_json() for a in self.before],
             "attempts_after": [a.to_json() for a in self.after],
         }
@@ -83,6 +89,16 @@ def reproduce(
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    with contextlib.ExitStack() as stack:
+        controls = stack.enter_context(SailControls(out / "servers")) if schedule.engine == "sail" else None
+        outcome = _reproduce(schedule, ref, out, repeat, shrink, log, budget, partial(replay, controls=controls))
+    _write(outcome, run_dir)
+    return outcome
+
+
+def _reproduce(
+    schedule: Schedule, ref: AnomalyRef, out: Path, repeat: int, shrink: bool, log: Any, budget: int, replay: Any
+) -> Outcome:
     log(f"anomaly {ref.label()}")
     log(f"schedule: {len(schedule.txns)} transaction(s), {len(schedule.setup)} setup file(s), {schedule.rows} row(s)")
     before = [replay(schedule, out / "attempts" / f"original-{k}") for k in range(1, repeat + 1)]
@@ -108,7 +124,6 @@ def reproduce(
         )
         outcome.after = [replay(outcome.shrunk, out / "attempts" / f"shrunk-{k}") for k in range(1, repeat + 1)]
         log(f"the shrunk schedule reproduced in {outcome._count(outcome.after)} of {repeat}")
-    _write(outcome, run_dir)
     return outcome
 
 
@@ -124,14 +139,27 @@ def _write(outcome: Outcome, run_dir: Path) -> None:
     )
     (out / "shrink.json").write_text(json.dumps([s.to_json() for s in outcome.steps], indent=2))
     source = next((a for a in outcome.after + outcome.before if a.reproduced), None)
-    if source is not None and outcome.shrunk.engine == "delta-rs":
+    if source is not None:
         calls = source.calls
         if source in outcome.before and outcome.after:
             calls = next((a.calls for a in outcome.after if a.calls), calls)
-        script = out / SCRIPT_NAME
-        script.write_text(deltars_script(outcome.shrunk, calls, str(run_dir)))
-        script.chmod(0o755)
-        outcome.script = run_script(script)
+        text = (
+            deltars_script(outcome.shrunk, calls, str(run_dir))
+            if outcome.shrunk.engine == "delta-rs"
+            else sail_schedule_script(outcome.shrunk, calls, str(run_dir))
+            if outcome.shrunk.engine == "sail"
+            else None
+        )
+        if text is not None:
+            script = out / SCRIPT_NAME
+            script.write_text(text)
+            script.chmod(0o755)
+            outcome.script = run_script(script)
+        elif outcome.shrunk.engine == "sail":
+            outcome.script_note = (
+                "the Sail script orders two transactions in time (one SQL statement each, the later an "
+                "INSERT ... SELECT that took its snapshot before the other committed); this schedule is no such pair"
+            )
     (out / "outcome.json").write_text(json.dumps(outcome.to_json(), indent=2, default=str))
     (out / REPORT_NAME).write_text(bug_report(outcome.to_json(), outcome.shrunk, run_dir))
 

@@ -3,7 +3,7 @@ PySpark's Connect client, a local table, SQL only.
 
 Sail cannot pin a session's snapshot, so the script's control is an
 explicit order in time: the loser's statement is made slow (its SELECT
-joins a large `range`, which changes nothing it computes), started first,
+sums a large `range`, which changes nothing it computes), started first,
 and given a head start in which it reads the table; the winner then runs to
 completion; the loser commits after it. Only a loser whose statement has a
 SELECT can be slowed so (INSERT ... SELECT): for other cells there is no
@@ -19,7 +19,7 @@ from harness.matrices.conformance.rows import COLUMNS, OpPlan
 from harness.repro.schedule import Schedule
 from harness.repro.standalone import lit
 
-# Rows the loser's SELECT joins with: about 4.5 s of work here, where the
+# Rows the loser's SELECT sums: about 3.5 s of work here, where the
 # winner's statement takes well under one.
 SLOW_ROWS = 600_000_000
 HEAD_START_S = 1.0
@@ -46,20 +46,54 @@ def statement(plan: OpPlan) -> str | None:
     return None
 
 
-def slowed(plan: OpPlan) -> str | None:
-    """The loser's statement with a slow SELECT, or None where it has none."""
-    sql = statement(plan)
-    if plan.kind != C.INSERT_SELECT or sql is None or f"FROM {TABLE} WHERE " not in sql:
+def slow(sql: str | None) -> str | None:
+    """An INSERT ... SELECT with its SELECT made slow, or None where the
+    statement has no SELECT of the table to slow."""
+    if sql is None or not sql.startswith(f"INSERT INTO {TABLE} ") or f"FROM {TABLE} WHERE " not in sql:
         return None
+    # A scalar subquery, not a join with the table: an empty table would
+    # end a join at once.
     return sql.replace(
         f"FROM {TABLE} WHERE ",
-        f"FROM {TABLE} CROSS JOIN range({SLOW_ROWS}) AS dj_slow WHERE dj_slow.id = 0 AND ",
+        f"FROM {TABLE} WHERE (SELECT SUM(id) FROM range({SLOW_ROWS})) >= 0 AND ",
+        1,
     )
 
 
+def slowed(plan: OpPlan) -> str | None:
+    """The loser's statement with a slow SELECT, or None where it has none."""
+    return slow(statement(plan)) if plan.kind == C.INSERT_SELECT else None
+
+
 def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: str = "") -> str | None:
-    w_sql, l_sql, l_slow = statement(winner), statement(loser), slowed(loser)
-    if w_sql is None or l_sql is None or l_slow is None:
+    w_sql, l_sql = statement(winner), statement(loser)
+    if w_sql is None or l_sql is None:
+        return None
+    return sail_pair_script(schedule, (winner.op_id, w_sql), (loser.op_id, l_sql), "Serializable", source)
+
+
+def sail_schedule_script(schedule: Schedule, calls: dict[str, list[dict]], source: str = "") -> str | None:
+    """The script of a replayed run schedule, where it is a pair the script
+    can order in time: two transactions, each one SQL statement, the second
+    to commit (an INSERT ... SELECT) having taken its snapshot before the
+    first committed. None otherwise."""
+    events = [(kind, t.op_id) for kind, t in schedule.events()]
+    if len(schedule.txns) != 2 or [k for k, _ in events] != ["pin", "pin", "commit", "commit"]:
+        return None
+    winner, loser = events[2][1], events[3][1]
+    sql = {op: [c["sql"] for c in calls.get(op, []) if "sql" in c] for op in (winner, loser)}
+    if any(len(v) != 1 for v in sql.values()):
+        return None
+    level = schedule.isolation or str(schedule.declaration.get("default_isolation") or "WriteSerializable")
+    return sail_pair_script(schedule, (winner, sql[winner][0]), (loser, sql[loser][0]), level, source)
+
+
+def sail_pair_script(
+    schedule: Schedule, winner: tuple[str, str], loser: tuple[str, str], level: str, source: str = ""
+) -> str | None:
+    (w_id, w_sql), (l_id, l_sql) = winner, loser
+    l_slow = slow(l_sql)
+    if l_slow is None:
         return None
     table = TableSpec.from_json(schedule.table)
     cols = ", ".join(f"{c.name} {c.type}" for c in table.columns)
@@ -69,7 +103,7 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
     client = ".".join(schedule.engine_versions.get("pyspark", "").split(".")[:2] + ["0"])
     client = client if client != "0" else ""
     a = schedule.anomaly
-    level = schedule.isolation or "Serializable"
+    level = schedule.isolation or level
     props = dict(table.properties)
     return "\n".join(
         [
@@ -83,7 +117,7 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
             "Run: python reproduce.py   (exit 1: the anomaly showed; 0: it did not; 3: the order did not take)",
             "",
             "Sail cannot pin a snapshot, so the order is made in time: the loser's",
-            "statement has a slow SELECT (a join with a large range that changes",
+            "statement has a slow SELECT (it sums a large range, which changes",
             "nothing it computes) and a head start, the winner runs to completion",
             "meanwhile, and the loser commits after it. Then both run one after",
             "another on fresh tables: the serial outcomes the spec allows.",
@@ -103,7 +137,7 @@ def sail_cell_script(schedule: Schedule, winner: OpPlan, loser: OpPlan, source: 
             f"PROPERTIES = {lit(props)}",
             f"LEVEL = {lit(level)}",
             f"SETUP = {lit(schedule.setup)}",
-            f"WINNER, LOSER = {lit(winner.op_id)}, {lit(loser.op_id)}",
+            f"WINNER, LOSER = {lit(w_id)}, {lit(l_id)}",
             f"WINNER_SQL = {lit(w_sql)}",
             f"LOSER_SQL = {lit(l_sql)}",
             f"LOSER_SLOW_SQL = {lit(l_slow)}",

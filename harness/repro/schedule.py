@@ -69,6 +69,10 @@ def _short(value: Any, limit: int = 120) -> str:
 PIN, COMMIT = "pin", "commit"
 
 
+class NotReplayable(Exception):
+    """The harness cannot control this schedule (its engine, or its shape) yet."""
+
+
 @dataclass
 class Schedule:
     """Everything a replay needs, JSON-serializable (repro/schedule.json)."""
