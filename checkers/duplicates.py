@@ -84,6 +84,25 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 )
             )
         seen.setdefault(op_id, v)
+    # A commit that adds a file already live: the same change committed
+    # again. The table holds the file once, so no row is duplicated; where
+    # commitInfo names the op twice, that is the report above.
+    named = {a.ops[0] for a in anomalies if a.kind == "duplicate-commit"}
+    for version, path, since, writers in facts.readds:
+        ops = writers or [facts.commit_ops.get(version, "?")]
+        if named & set(ops):
+            continue
+        anomalies.append(
+            Anomaly(
+                "duplicate-commit",
+                None,
+                f"Version {version} adds data file {path} again, live since version {since}"
+                + (f" (rows of op {', '.join(ops)})" if writers else "")
+                + ": one change, two commits. The table holds the file once (spec C4), so its rows are not doubled.",
+                ops=ops,
+                versions=[since, version],
+            )
+        )
     stats = {"rows_added": len(facts.lives), "distinct_rows": len(by_id)}
     if anomalies:
         return CheckResult(

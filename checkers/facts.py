@@ -83,6 +83,9 @@ class TableFacts:
     by_fingerprint: dict[Fingerprint, list[int]] = field(default_factory=dict)
     # version -> op id recorded in commitInfo by engines that can (delta-rs)
     commit_ops: dict[int, str] = field(default_factory=dict)
+    # Adds of a data file already live: (version, path, the version that
+    # made it live, the writers of its rows). The file stays live once.
+    readds: list[tuple[int, str, int, list[str]]] = field(default_factory=list)
     _op_commits: dict[str, int] | None = field(default=None, repr=False)
 
     @property
@@ -164,6 +167,8 @@ def _replay(log: TransactionLog) -> TableFacts:
     """Replay the log once: row lifetimes, per-op versions, per-version fingerprints."""
     lives: list[RowLife] = []
     alive: dict[str, list[RowLife]] = {}  # data file path -> lives of its rows
+    live_since: dict[str, int] = {}  # data file path -> the version its add made it live
+    readds: list[tuple[int, str, int, list[str]]] = []
     writer_rows: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
     fingerprints: dict[int, Fingerprint] = {}
     by_fp: dict[Fingerprint, list[int]] = defaultdict(list)
@@ -182,9 +187,22 @@ def _replay(log: TransactionLog) -> TableFacts:
         # leave (add_rows gives an add's rows with its DV applied).
         leaving: dict[tuple[Any, Any], list[RowLife]] = defaultdict(list)
         for rm in removes:
+            live_since.pop(rm["path"], None)
             for life in alive.pop(rm["path"], []):
                 leaving[(life.id, life.writer)].append(life)
         for add in adds:
+            if add["path"] in live_since:
+                # The table at a version is the set of files live then (spec
+                # C4): adding a live file again (a commit applied twice) keeps
+                # it live once, its rows carried over like a rewrite's.
+                path = add["path"]
+                old = alive.pop(path, [])
+                if add.get("dataChange", True) is not False:  # not a stats-only re-add
+                    readds.append((version, path, live_since[path], sorted({str(x.writer) for x in old if x.writer})))
+                for life in old:
+                    leaving[(life.id, life.writer)].append(life)
+            else:
+                live_since[add["path"]] = version
             # An unreadable file reads as no rows; the reader records why
             # (log.problems), and the run's check turns what that hides into
             # unknown (harness.check.pipeline).
@@ -220,6 +238,7 @@ def _replay(log: TransactionLog) -> TableFacts:
         fingerprints=fingerprints,
         by_fingerprint=dict(by_fp),
         commit_ops=commit_ops,
+        readds=readds,
     )
 
 

@@ -13,7 +13,7 @@ from checkers.base import CheckResult, Verdict
 from checkers.facts import table_facts
 from harness.core.history import FAIL, INFO, OK, History, load_history, parse_lines
 from harness.deltalog import Commit, TransactionLog, read_log
-from tests.synth import SynthRun, create_actions
+from tests.synth import SynthRun, add_action, create_actions
 from workloads.append import AppendWorkload
 
 
@@ -436,6 +436,33 @@ def test_duplicates_duplicate_application():
     # Nor are the rows it put in twice a duplicate-row each.
     assert set(kinds(res)) == {"duplicate-application"}, res.explanation
     assert res.explanation.startswith("1 op(s) were applied more than once.")
+
+
+def test_a_live_file_added_again_is_one_file_a_duplicate_commit_and_no_duplicate_row():
+    """A commit applied twice (delta-rs retrying a commit PUT the store had
+    applied, then rebasing it) adds the same data file at two versions. The
+    table is the set of live files (spec C4): the rows are there once, so a
+    read of the later version returning them once is that version's state;
+    the second commit is a duplicate-commit, never a duplicate row."""
+    run = SynthRun()
+    run.append("0.1", [1, 2], start=10, end=20)
+    first = run.commit_op("0.1", [1, 2])  # v1: f1.parquet
+    run.raw_commit(2, [{"commitInfo": {"timestamp": 2, "operation": "WRITE"}}, add_action("f1.parquet", 2)])
+    run.read("1.1", [1, 2], start=30, end=40, process=1, version=2)
+    history, log = run.build()
+    facts = table_facts(log)
+    assert facts.state(2) == {1, 2} and facts.fingerprints[2] == facts.fingerprints[first]
+    res = duplicates.check(history, log)
+    assert_invalid(res, "duplicate-commit")
+    assert set(kinds(res)) == {"duplicate-commit"}, res.explanation
+    (a,) = only(res, "duplicate-commit")
+    assert a.ops == ["0.1"] and a.versions == [1, 2] and "f1.parquet" in a.explanation
+    assert_valid(read_validity.check(history, log))
+    # A stats-only re-add (dataChange false) is no second commit of a change.
+    run.raw_commit(2, [{"commitInfo": {"timestamp": 2, "operation": "WRITE"}}, {**add_action("f1.parquet", 2)}])
+    run.commits[2][1]["add"]["dataChange"] = False
+    history, log = run.build()
+    assert_valid(duplicates.check(history, log))
 
 
 def test_duplicates_duplicate_row():
