@@ -324,6 +324,13 @@ def plant_duplicate_commit(run: Run) -> None:
     run.append_commit([], op_id=done["id"])
 
 
+def plant_readded_file(run: Run) -> None:
+    # A commit applied twice: a later commit, naming no op, adds a data file
+    # that is still live (the same add again). The table holds it once.
+    _, v = _last_append(run)
+    run.append_commit([{"add": run.adds(v)[0]}])
+
+
 # -- plants: bank and register ---------------------------------------------------------
 
 
@@ -620,6 +627,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("duplicates", "duplicate-row", plant_duplicate_row),
         Plant("duplicates", "duplicate-application", plant_duplicate_application),
         Plant("duplicates", "duplicate-commit", plant_duplicate_commit),
+        Plant("duplicates", "duplicate-commit", plant_readded_file),
         Plant("atomicity", "orphan-rows", plant_orphan_rows),
         Plant("read-validity", "state-never-existed", plant_state_never_existed),
         Plant("read-validity", "stale-read", plant_stale_read),
@@ -708,8 +716,8 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
     report = check_run(clean, write=False)
     assert report.verdict.value == "valid", [(r.checker, r.verdict.value, r.explanation[:200]) for r in report.results]
     wrong = []
-    for p in PLANTS[workload]:
-        dst = tmp_path / p.kind
+    for i, p in enumerate(PLANTS[workload]):
+        dst = tmp_path / f"{i}-{p.kind}"
         shutil.copytree(original, dst, symlinks=True)
         run = Run(dst)
         if not p.keep_checkpoints:
