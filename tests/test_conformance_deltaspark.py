@@ -1,7 +1,7 @@
 """The conformance matrix on delta-spark: two Spark Connect JVMs on embedded
 S3, each cell's interleaving forced at the fault proxy (the loser's
 existence check of v0+1 held until the winner committed it). A sample of
-cells, repeated 3 times for determinism; the full matrix runs by hand
+cells, whose outcomes must be the pinned ones on every run; the full matrix runs by hand
 (`delta-jepsen conformance --engine delta-spark`)."""
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ def sample_run(tmp_path_factory) -> dict:
     scratch.mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(scratch))  # the workers' JVM scratch dirs go here
-        # Two runs, each its own worker and JVMs: identical outcomes are the
-        # determinism evidence (a third run cost CI about 100 s).
-        results = [run_cells("delta-spark", SAMPLE, root / f"r{i}", timeout=180) for i in range(2)]
+        # One run: its outcomes must equal the hand-pinned VERDICTS below,
+        # which every earlier run gave too; that is the determinism evidence
+        # (a second run in the same CI cost about 140 s and proved no more).
+        results = [run_cells("delta-spark", SAMPLE, root / "r1", timeout=180)]
     return {"results": results, "scratch_left": sorted(p.name for p in scratch.iterdir())}
 
 

@@ -44,7 +44,9 @@ SAMPLE = [
 def sail_sample(tmp_path_factory) -> list[list[CellResult]]:
     pytest.importorskip("pyspark")
     root = tmp_path_factory.mktemp("conformance-sail")
-    return [run_cells("sail", SAMPLE, root / f"r{i}", timeout=120) for i in range(5)]
+    # Three runs: Sail's control is the proxy's pin and hold on separate
+    # servers, so identical outcomes across runs are its determinism evidence.
+    return [run_cells("sail", SAMPLE, root / f"r{i}", timeout=120) for i in range(3)]
 
 
 def test_sail_cells_are_deterministic(sail_sample):

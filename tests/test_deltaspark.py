@@ -139,6 +139,8 @@ def test_a_level_the_engine_refuses_ends_the_run_unknown_not_as_a_harness_error(
         "local",
         "--isolation",
         "WriteSerializable",
+        "--nodes",
+        "1",
         "--time-limit",
         "3",
         "--results-dir",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.history import load_history
 from tests.conftest import load_results, only_run_dir, run_cli
 
 pytestmark = pytest.mark.integration
@@ -134,6 +135,15 @@ def test_c16_from_a_delete_insert_run_replays_shrinks_and_runs_standalone(tmp_pa
         if "history-order" in _kinds(run_dir):
             break
     assert "history-order" in _kinds(run_dir), f"no C16 history-order anomaly in {RUN_ATTEMPTS} runs: " + res.stdout
+    # The deviation is the WHERE-less DELETE's alone: a DELETE over a key range
+    # is checked against the INSERT it missed, and fails.
+    invokes = {op.id: op.invoke.value for op in load_history(run_dir / "history.jsonl").ops()}
+    for c in load_results(run_dir)["checkers"]:
+        assert c["verdict"] == "valid" or c["checker"] == "serializability", c
+        for a in c["anomalies"]:
+            assert a["kind"] == "history-order" and a["claim"] == "C14", a
+            later = a["ops"][a["versions"].index(max(a["versions"]))]
+            assert invokes[later].get("where") == "none", (later, invokes[later], a["explanation"])
 
     out = run_cli("reproduce", str(run_dir), "--anomaly", "history-order", "--repeat", "5")
     assert out.returncode == 1, out.stdout + out.stderr

@@ -104,6 +104,8 @@ def test_sigint_leaves_no_process_and_a_checkable_history(engine: str, results_d
             "run",
             "--engine",
             engine,
+            "--nodes",
+            "1",  # what is tested is the stop, not the node count
             "--concurrency",
             "3",
             "--time-limit",
@@ -165,6 +167,8 @@ def test_sigkill_of_the_harness_leaves_no_jvm_and_the_next_start_removes_its_scr
             "run",
             "--engine",
             "delta-spark",
+            "--nodes",
+            "1",  # one JVM shows what a SIGKILL leaves as well as two
             "--concurrency",
             "2",
             "--time-limit",

@@ -207,6 +207,12 @@ class Engine(ABC):
         """Stop the nodes start_nodes started; by default it started none."""
         return None
 
+    def expect_ops(self, ops: frozenset[str]) -> None:
+        """The primitives the run will call, said before start_nodes: an
+        engine that prepares its nodes (delta-spark's warm-up) may prepare
+        only those."""
+        return None
+
     def server(self, name: str) -> ManagedProcess | None:
         """The server process of node `name`, for engines whose nodes have
         one (Sail): what the kill, pause and clock nemeses act on."""

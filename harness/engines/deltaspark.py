@@ -142,6 +142,7 @@ class DeltaSparkEngine(ServerEngine):
         self.workdirs: dict[str, str] = {}  # node name -> its JVM's scratch dir
         self.last_start: dict[str, float] = {}
         self._t0 = 0.0
+        self.warm_ops: frozenset[str] | None = None  # None: every op the warm-up knows
         super().__init__()
 
     # -- jars and configuration ------------------------------------------------
@@ -282,7 +283,12 @@ class DeltaSparkEngine(ServerEngine):
                     node,
                     ManagedProcess(
                         f"warm-up {node.name}",
-                        python_argv("harness.engines.warmup", node.url or "", scratch),
+                        python_argv(
+                            "harness.engines.warmup",
+                            node.url or "",
+                            scratch,
+                            *([",".join(sorted(self.warm_ops))] if self.warm_ops is not None else []),
+                        ),
                         logs_dir / f"delta-spark-{node.name}.warmup.log",
                     ).start(),
                 )
@@ -305,6 +311,9 @@ class DeltaSparkEngine(ServerEngine):
         finally:
             for _, p in procs:
                 p.kill()
+
+    def expect_ops(self, ops: frozenset[str]) -> None:
+        self.warm_ops = ops
 
     def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
         self.prepare(storage)  # the jar fetch, once, before any JVM starts

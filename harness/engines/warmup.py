@@ -8,7 +8,7 @@ once, against a scratch table in its own work directory (never the table
 under test), before the run's clock starts.
 
 Run in its own process (the controller never loads an engine library):
-``python -m harness.engines.warmup sc://127.0.0.1:PORT /path/to/scratch``.
+``python -m harness.engines.warmup sc://127.0.0.1:PORT /path/to/scratch [OP,OP,...]``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,14 @@ TABLE = TableSpec(
 )
 
 
-def warm(url: str, scratch: str) -> list[tuple[str, float]]:
+# Warmed whatever the run calls: the table's creation, a write and a read
+# (every run has its setup and final reads). The rest only for a run whose
+# workload calls them: each costs a second or two of a cold JVM.
+OPTIONAL = ("update", "merge", "delete")
+
+
+def warm(url: str, scratch: str, ops: frozenset[str] | None = None) -> list[tuple[str, float]]:
+    """`ops`: the run's primitives (None: warm every op below)."""
     client = DeltaSparkClient(
         ClientConfig(engine="delta-spark", node="warmup", process="warmup", table_uri=scratch, url=url, timeout=120.0),
         "delta-spark",
@@ -42,6 +49,8 @@ def warm(url: str, scratch: str) -> list[tuple[str, float]]:
     steps: list[tuple[str, float]] = []
 
     def step(name: str, fn: Callable[..., object], *args: Any) -> None:
+        if name in OPTIONAL and ops is not None and name not in ops:
+            return
         t0 = time.monotonic()
         fn(*args)
         steps.append((name, time.monotonic() - t0))
@@ -74,8 +83,9 @@ def warm(url: str, scratch: str) -> list[tuple[str, float]]:
 
 def main() -> int:
     url, scratch = sys.argv[1], sys.argv[2]
+    ops = frozenset(sys.argv[3].split(",")) if len(sys.argv) > 3 else None
     t0 = time.monotonic()
-    steps = warm(url, scratch)
+    steps = warm(url, scratch, ops)
     print(
         f"warm-up of {url}: {time.monotonic() - t0:.1f} s (" + ", ".join(f"{n} {s:.2f}" for n, s in steps) + ")",
         flush=True,

@@ -392,6 +392,7 @@ class Runner:
         per = [count // len(self.engines) + (i < count % len(self.engines)) for i in range(len(self.engines))]
         nodes: list[Node] = []
         for engine, n in zip(self.engines, per, strict=True):
+            engine.expect_ops(frozenset(self.workload.primitives.values()))
             for node in engine.start_nodes(n, self.storage, self.logs_dir, NODE_START_TIMEOUT, first=len(nodes) + 1):
                 node.engine = engine.name
                 self.node_engine[node.name] = engine
