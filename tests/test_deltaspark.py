@@ -109,18 +109,38 @@ def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None
 
 
 @pytest.mark.integration
-def test_stopping_the_nodes_leaves_no_process_and_no_work_dir(tmp_path: Path) -> None:
+def test_stopping_the_nodes_leaves_no_process_and_no_work_dir_and_the_next_jvm_maps_the_class_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.engines.cds import DIR_ENV, ENV
     from harness.engines.deltaspark import DeltaSparkEngine
     from harness.run.storage import LocalStorage
 
+    # An archive of this test's own: its first JVM records it, whatever
+    # other tests' JVMs are doing with the machine's.
+    monkeypatch.setenv(DIR_ENV, str(tmp_path / "cds"))
+    monkeypatch.delenv(ENV, raising=False)
     engine = DeltaSparkEngine()
-    nodes = engine.start_nodes(1, LocalStorage(tmp_path / "t"), tmp_path / "logs", 180)
+    engine.expect_ops(frozenset())
+    nodes = engine.start_nodes(1, LocalStorage(tmp_path / "t"), tmp_path / "logs", 300)
     pids = [n.pid for n in nodes] + [c.pid for n in nodes for c in psutil.Process(n.pid).children(recursive=True)]
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in psutil.Process(nodes[0].pid).cmdline())
     work = list(engine.workdirs)
     engine.stop_nodes()
     assert still_running(pids) == []
     assert not any(os.path.exists(w) for w in work)
     assert "Spark Connect server started" in (tmp_path / "logs" / "delta-spark-n1.log").read_text()
+    assert engine.cds is not None
+    archive = engine.cds.path
+    assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]  # no lock, no tmp
+
+    # The next JVM maps the archive (the kernel's view of its memory).
+    (node,) = engine.start_nodes(1, LocalStorage(tmp_path / "t2"), tmp_path / "logs2", 180)
+    try:
+        assert f"-XX:SharedArchiveFile={archive}" in psutil.Process(node.pid).cmdline()
+        assert str(archive) in Path(f"/proc/{node.pid}/maps").read_text()
+    finally:
+        engine.stop_nodes()
 
 
 @pytest.mark.integration

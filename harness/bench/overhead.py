@@ -9,6 +9,8 @@ spent inside the engine.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import tempfile
 import time
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from harness.core.history import INVOKE, HistoryWriter, OpError
 from harness.engines import make_client, make_engine
+from harness.engines.cds import ENV as CDS_ENV
 from harness.run.plan import RunSpec, TestPlan
 from harness.run.storage import open_storage
 from harness.run.workers import Worker
@@ -113,28 +116,61 @@ def bench_overhead(engine_name: str, storage_kind: str, n_ops: int) -> int:
 
 def bench_startup(engine_names: list[str], nodes: int, repeat: int) -> int:
     """Seconds from `start_nodes` to every node answering, per engine, on
-    local storage (the store plays no part in a node's start)."""
+    local storage (the store plays no part in a node's start). delta-spark
+    is timed without and with its class-data sharing archive, side by side."""
     print(f"bench-startup: {nodes} node(s) per start, {repeat} start(s) per engine, local storage")
     for name in engine_names:
-        engine = make_engine(name)
-        times = []
-        phases: dict[str, list[float]] = {}
-        with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:
-            storage = open_storage("local", Path(tmp))
-            if hasattr(engine, "prepare"):
-                engine.prepare(storage)  # the one-time jar fetch is not start-up
-            for i in range(repeat):
-                t = time.perf_counter()
-                try:
-                    engine.start_nodes(nodes, storage, Path(tmp) / f"logs-{i}", 180)
-                    times.append(time.perf_counter() - t)
-                    for k, v in getattr(engine, "last_start", {}).items():
-                        phases.setdefault(k, []).append(v)
-                finally:
-                    engine.stop_nodes()
-        print(
-            f"  {name:<12} median {statistics.median(times):6.1f} s   min {min(times):6.1f} s   "
-            f"max {max(times):6.1f} s"
-            + "".join(f"   {k.removesuffix('_s')} {statistics.median(v):.1f} s" for k, v in phases.items())
-        )
+        variants = [("", None)] if name != "delta-spark" else [(" (no class archive)", "0"), (" (class archive)", "1")]
+        medians = []
+        for label, cds in variants:
+            with _env(CDS_ENV, cds):
+                times, phases = _time_starts(name, nodes, repeat, record_first=cds == "1")
+            medians.append(statistics.median(times))
+            print(
+                f"  {name + label:<32} median {statistics.median(times):6.1f} s   min {min(times):6.1f} s   "
+                f"max {max(times):6.1f} s"
+                + "".join(f"   {k.removesuffix('_s')} {statistics.median(v):.1f} s" for k, v in phases.items())
+            )
+        if len(medians) == 2:
+            print(f"  {name}: the class archive starts nodes in {medians[1] / medians[0]:.2f}x the time")
     return 0
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str | None):
+    old = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _time_starts(name: str, nodes: int, repeat: int, record_first: bool) -> tuple[list[float], dict[str, list[float]]]:
+    engine = make_engine(name)
+    times: list[float] = []
+    phases: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:
+        storage = open_storage("local", Path(tmp))
+        if hasattr(engine, "prepare"):
+            engine.prepare(storage)  # the one-time jar fetch is not start-up
+        archive = getattr(engine, "cds", None)
+        if record_first and (archive is None or not archive.path.is_file()):
+            try:  # the once-per-machine recording of the archive is not start-up either
+                engine.start_nodes(1, storage, Path(tmp) / "logs-record", 300)
+            finally:
+                engine.stop_nodes()
+        for i in range(repeat):
+            t = time.perf_counter()
+            try:
+                engine.start_nodes(nodes, storage, Path(tmp) / f"logs-{i}", 180)
+                times.append(time.perf_counter() - t)
+                for k, v in getattr(engine, "last_start", {}).items():
+                    phases.setdefault(k, []).append(v)
+            finally:
+                engine.stop_nodes()
+    return times, phases

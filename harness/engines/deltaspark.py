@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -29,6 +30,7 @@ from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, owned_tempdir, python_argv
 from harness.core.storage import Storage
 from harness.engines.base import Capabilities, ClientConfig, Node
+from harness.engines.cds import DUMP_GRACE_S, ClassArchive
 from harness.engines.jars import JarSet, resolve, spark_home
 from harness.engines.servers import ServerEngine
 from harness.engines.spark import spark_uri
@@ -143,6 +145,7 @@ class DeltaSparkEngine(ServerEngine):
         self.last_start: dict[str, float] = {}
         self._t0 = 0.0
         self.warm_ops: frozenset[str] | None = None  # None: every op the warm-up knows
+        self.cds: ClassArchive | None = None
         super().__init__()
 
     # -- jars and configuration ------------------------------------------------
@@ -230,6 +233,10 @@ class DeltaSparkEngine(ServerEngine):
         Path(log4j).write_text(LOG4J2)
         home = spark_home()
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
+        java_opts = os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS)
+        if self.cds is None:
+            self.cds = ClassArchive([str(home), *(str(p) for p in jars.jars)], java_opts)
+        cds_opt = self.cds.java_option(name)
         argv = [
             str(home / "bin" / "spark-submit"),
             "--class",
@@ -244,7 +251,7 @@ class DeltaSparkEngine(ServerEngine):
                     "spark.local.dir": work,
                     "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
                     "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work} -Dderby.system.home={work} "
-                    f"-Dlog4j2.configurationFile=file:{log4j} " + os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS),
+                    f"-Dlog4j2.configurationFile=file:{log4j} " + java_opts + (f" {cds_opt}" if cds_opt else ""),
                     **_env_conf(),
                 }
             ),
@@ -311,6 +318,18 @@ class DeltaSparkEngine(ServerEngine):
         finally:
             for _, p in procs:
                 p.kill()
+
+    def stop_nodes(self) -> None:
+        # A JVM recording the class archive writes it as it exits: let it.
+        for name in list(self.cds.recording if self.cds is not None else ()):
+            srv = self.by_name.get(name)
+            assert self.cds is not None
+            if srv is None or srv.proc is None:
+                self.cds.discard(name)
+                continue
+            srv.stop(grace=DUMP_GRACE_S)
+            self.cds.finish(name, exited_cleanly=srv.proc.returncode not in (None, -signal.SIGKILL))
+        super().stop_nodes()
 
     def expect_ops(self, ops: frozenset[str]) -> None:
         self.warm_ops = ops

@@ -1,0 +1,72 @@
+"""The Spark Connect JVMs' class-data sharing archive: who records it, when
+a recording is kept, and that a killed recorder leaves nothing. The JVM side
+(an archive mapped into a second start) is in tests/test_deltaspark.py."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.engines import cds
+from harness.engines.cds import ClassArchive
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DJ_JAR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    return tmp_path / "cache"
+
+
+def _recorded(opt: str) -> Path:
+    assert opt.startswith("-XX:ArchiveClassesAtExit="), opt
+    return Path(opt.split("=", 1)[1])
+
+
+def test_the_first_jvm_records_others_wait_and_the_archive_is_mapped_once_kept() -> None:
+    a, b = ClassArchive(["/jars/a.jar"], "-Xopt"), ClassArchive(["/jars/a.jar"], "-Xopt")
+    assert a.path == b.path  # one archive per jar set and options
+    tmp = _recorded(a.java_option("n1"))
+    assert a.java_option("n2") == ""  # one recorder per engine ...
+    assert b.java_option("n1") == ""  # ... and per machine (the lock)
+    tmp.write_bytes(b"archive")  # what the JVM writes at its exit
+    a.finish("n1", exited_cleanly=True)
+    assert a.path.read_bytes() == b"archive" and not tmp.exists() and not a.lock.exists()
+    assert b.java_option("n1") == f"-XX:SharedArchiveFile={a.path}"
+
+
+def test_a_killed_recorder_leaves_no_archive_and_frees_the_lock() -> None:
+    a = ClassArchive(["/jars/a.jar"], "")
+    tmp = _recorded(a.java_option("n1"))
+    tmp.write_bytes(b"half an archive")
+    a.finish("n1", exited_cleanly=False)
+    assert not a.path.exists() and not tmp.exists() and not a.lock.exists()
+    # A restarted node (the kill nemesis) records afresh; its dead JVM's file goes.
+    tmp = _recorded(a.java_option("n1"))
+    tmp.write_bytes(b"dead")
+    again = _recorded(a.java_option("n1"))
+    assert not tmp.exists() or tmp == again
+    a.finish("n1", exited_cleanly=True)  # the new JVM wrote nothing: still no archive
+    assert not a.path.exists() and not a.lock.exists()
+
+
+def test_another_jar_set_or_option_is_another_archive() -> None:
+    base = ClassArchive(["/jars/a.jar"], "-Xopt").path
+    assert ClassArchive(["/jars/b.jar"], "-Xopt").path != base
+    assert ClassArchive(["/jars/a.jar"], "-Xother").path != base
+
+
+def test_a_stale_lock_is_taken_over_and_the_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = ClassArchive(["/jars/a.jar"], "")
+    a.lock.parent.mkdir(parents=True, exist_ok=True)
+    a.lock.write_text("")
+    assert a.java_option("n1") == ""  # a live recorder elsewhere
+    old = time.time() - cds.STALE_LOCK_S - 60
+    os.utime(a.lock, (old, old))
+    assert a.java_option("n1").startswith("-XX:ArchiveClassesAtExit=")  # a dead one's lock
+    a.discard("n1")
+    monkeypatch.setenv(cds.ENV, "0")
+    assert ClassArchive(["/jars/a.jar"], "").java_option("n1") == ""
