@@ -28,7 +28,6 @@ def test_a_plan_composes_the_run_and_records_it() -> None:
         (RunSpec(engine="nope"), "unknown engine 'nope'"),
         (RunSpec(storage="nope"), "unknown storage 'nope'"),
         (RunSpec(isolation="Snapshot"), "unknown isolation level 'Snapshot'"),
-        (RunSpec(engine="delta-rs,delta-spark", storage="seaweedfs"), "delta-spark cannot run on --storage seaweedfs"),
         (RunSpec(log_store="nope"), "unknown --log-store 'nope'"),
         (RunSpec(storage="local", nemesis=["partition"]), "partition"),
     ],
@@ -36,6 +35,12 @@ def test_a_plan_composes_the_run_and_records_it() -> None:
 def test_bad_input_is_refused_before_anything_starts(spec: RunSpec, message: str) -> None:
     with pytest.raises(HarnessError, match=message):
         TestPlan.build(spec)
+
+
+def test_delta_spark_on_seaweedfs_goes_through_the_proxy_which_decodes_its_chunked_uploads() -> None:
+    plan = TestPlan.build(RunSpec(engine="delta-rs,delta-spark", storage="seaweedfs"))
+    assert plan.spec.s3_proxy and "--s3-proxy" in plan.spec.cli_args()
+    assert not TestPlan.build(RunSpec(engine="delta-rs", storage="seaweedfs")).spec.s3_proxy
 
 
 def test_the_matrix_runs_a_cell_with_the_arguments_its_spec_gives() -> None:

@@ -630,3 +630,32 @@ def test_hold_and_pin_make_a_real_delta_rs_race_deterministic(s3: EmbeddedS3) ->
     assert pinned.to_pyarrow_dataset().to_table().column("id").to_pylist() == [0]
     ctl.unpin(pin)
     assert DeltaTable(uri, storage_options=opts("B")).version() == 2
+
+
+def test_aws_chunked_uploads_are_decoded_for_a_store_that_refuses_them() -> None:
+    """What S3A sends over http (each chunk signed, optionally trailers),
+    decoded to the plain body with the headers that describe it."""
+    from harness.s3proxy.http import Headers, Request
+    from harness.s3proxy.upstream import dechunked, decode_aws_chunked
+
+    sig = ";chunk-signature=" + "0" * 64
+    body = f"5{sig}\r\nhello\r\n6{sig}\r\n world\r\n0{sig}\r\n\r\n".encode()
+    assert decode_aws_chunked(body) == b"hello world"
+    trailer = b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n"
+    assert decode_aws_chunked(trailer) == b"abc"
+    assert decode_aws_chunked(b"0\r\n\r\n") == b""
+    for broken in (b"5\r\nhel", b"zz\r\n", b"5;chunk-signature=x"):
+        with pytest.raises(ValueError):
+            decode_aws_chunked(broken)
+    headers = Headers(
+        [
+            ("Content-Encoding", "aws-chunked"),
+            ("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
+            ("x-amz-decoded-content-length", "11"),
+            ("Authorization", "AWS4-HMAC-SHA256 Credential=dj-n1/..."),
+        ]
+    )
+    out = dechunked(Request("PUT", "/b/k", Headers(), body, chunked=True), headers)
+    assert out.body == b"hello world" and not out.chunked
+    assert headers.get("content-encoding") is None and headers.get("x-amz-decoded-content-length") is None
+    assert headers.get("x-amz-content-sha256") == "UNSIGNED-PAYLOAD" and headers.get("authorization")

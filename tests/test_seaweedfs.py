@@ -221,3 +221,17 @@ def test_sigkilled_harness_leaves_no_weed_and_check_judges_the_data(results_dir:
     assert (run_dir / "logs" / "seaweedfs-recover.log").is_file()
     # Neither the run's weed nor the one the check started runs on.
     assert [pid for pid in _weed_pids() if str(run_dir) in " ".join(_cmdline(pid))] == []
+
+
+@pytest.mark.integration
+def test_bench_storage_prints_ops_per_second_and_ratios_per_store() -> None:
+    """The figures are the benchmark's to report (README, "Object stores");
+    the test checks that each store ran and a ratio to local is printed."""
+    import re
+
+    res = run_cli("bench-storage", "--workloads", "append", "--time-limit", "2", "--concurrency", "2", timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (row,) = [line for line in res.stdout.splitlines() if line.strip().startswith("delta-rs")]
+    assert re.fullmatch(r"\s*delta-rs\s+append(\s+\d+\.\d){3}(\s+\d+\.\d\d){2}\s*", row), res.stdout
+    bad = run_cli("bench-storage", "--workloads", "nope")
+    assert bad.returncode == 2 and "valid:" in bad.stderr and "Traceback" not in bad.stderr

@@ -38,7 +38,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         "--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, removed)"
     )
     bk.add_argument("--profile", default=None, help="write cProfile stats of each check to PREFIX.<commits>")
+    bg = sub.add_parser("bench-storage", help="one run per engine and workload on local, moto and SeaweedFS")
+    bg.add_argument("--engines", default="delta-rs", help="comma-separated (default delta-rs)")
+    bg.add_argument("--workloads", default="append,register", help="comma-separated (default append,register)")
+    bg.add_argument("--time-limit", type=positive(float), default=20.0, help="seconds per run (default 20)")
+    bg.add_argument("--concurrency", type=positive(int), default=4, help="client workers (default 4)")
+    bg.add_argument("--repeat", type=positive(int), default=1, help="runs per store and cell (default 1)")
     return {
+        "bench-storage": cmd_bench_storage,
         "bench-overhead": cmd_bench_overhead,
         "bench-startup": cmd_bench_startup,
         "bench-checker": cmd_bench_checker,
@@ -51,6 +58,19 @@ def cmd_bench_overhead(args: argparse.Namespace) -> int:
     from harness.bench.overhead import bench_overhead
 
     return bench_overhead(args.engine, args.storage, args.ops)
+
+
+def cmd_bench_storage(args: argparse.Namespace) -> int:
+    from harness.bench.storage import bench_storage
+    from harness.engines import parse_engine_list
+    from workloads import WORKLOAD_NAMES
+
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in workloads if w not in WORKLOAD_NAMES]
+    if unknown or not workloads:
+        raise HarnessError(f"--workloads {args.workloads!r}: valid: {', '.join(WORKLOAD_NAMES)}")
+    engines = list(parse_engine_list(args.engines))
+    return bench_storage(engines, workloads, args.time_limit, args.concurrency, args.repeat)
 
 
 def cmd_bench_startup(args: argparse.Namespace) -> int:

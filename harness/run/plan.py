@@ -6,6 +6,7 @@ records it, so `check` needs only the run folder."""
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import shlex
 from collections.abc import Callable
@@ -109,14 +110,13 @@ class RunSpec:
 
 # Engine and storage pairs known not to work, and why: refused before
 # anything starts rather than failing mid-run as if the engine were at fault.
-_UNSUPPORTED_STORAGE = {
-    # SeaweedFS without S3 logins (how the harness runs it, so any per-client
-    # key id works) refuses the chunk-signed uploads Hadoop's S3A client sends
-    # over http: 400 "Signed request requires setting up SeaweedFS S3
-    # authentication", and the table's log cannot be created.
-    ("delta-spark", "seaweedfs"): "SeaweedFS without S3 logins refuses S3A's chunk-signed uploads "
-    "(use --storage s3 or local)",
-}
+_UNSUPPORTED_STORAGE: dict[tuple[str, str], str] = {}
+# Pairs that work only through the fault proxy (no fault armed). SeaweedFS
+# without S3 logins (how the harness runs it, so any per-client key id
+# works) refuses the chunk-signed uploads Hadoop's S3A client sends over
+# http (400 "Signed request requires setting up SeaweedFS S3
+# authentication"); the proxy in front of it decodes them into plain bodies.
+_NEEDS_PROXY = {("delta-spark", "seaweedfs")}
 
 
 @dataclass
@@ -154,6 +154,8 @@ class TestPlan:
             why = _UNSUPPORTED_STORAGE.get((e.name, spec.storage))
             if why:
                 raise HarnessError(f"{e.name} cannot run on --storage {spec.storage}: {why}")
+            if (e.name, spec.storage) in _NEEDS_PROXY and not spec.s3_proxy:
+                spec = dataclasses.replace(spec, s3_proxy=True)
         return cls(
             spec=spec,
             workload=workload,

@@ -106,7 +106,9 @@ class _S3(Storage):
                 os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
                 os.environ.get("AWS_SESSION_TOKEN"),
             )
-        self._proxy_proc = start_proxy(self.endpoint, log_path, seed=seed, resign_credentials=resign)
+        self._proxy_proc = start_proxy(
+            self.endpoint, log_path, seed=seed, resign_credentials=resign, dechunk=self.kind == "seaweedfs"
+        )
         self._proxy_stats = Path(log_path).with_name("s3proxy-stats.json")
         self.proxy = self._proxy_proc.control
         return self.proxy

@@ -138,6 +138,7 @@ def start_proxy(
     *,
     seed: int | None = None,
     resign_credentials: tuple[str, str, str | None] | None = None,
+    dechunk: bool = False,
     timeout: float = START_TIMEOUT,
 ) -> ProxyProcess:
     """The proxy in front of `upstream`, on a free loopback port. With
@@ -147,6 +148,8 @@ def start_proxy(
     argv = python_argv("harness.s3proxy.server", "--upstream", upstream, "--port", "0")
     if seed is not None:
         argv += ["--seed", str(seed)]
+    if dechunk:
+        argv.append("--dechunk")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if resign_credentials is not None:
         argv.append("--resign")

@@ -460,8 +460,10 @@ class Proxy:
         raise KeyError(f"no such control endpoint: {method} {CONTROL_PREFIX}{'/'.join(path)}")
 
 
-async def run_server(upstream_url: str, port: int, seed: int | None, resign: Resigner | None) -> None:
-    proxy = Proxy(Upstream(upstream_url, resign), seed)
+async def run_server(
+    upstream_url: str, port: int, seed: int | None, resign: Resigner | None, dechunk: bool = False
+) -> None:
+    proxy = Proxy(Upstream(upstream_url, resign, dechunk), seed)
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", port, limit=MAX_HEADER_BYTES, backlog=512)
     bound = server.sockets[0].getsockname()[1]
     # The launcher waits for this line (harness/s3proxy_client.py).
@@ -480,6 +482,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-sign requests with DJ_PROXY_UPSTREAM_KEY / _SECRET / _TOKEN from the environment",
     )
+    p.add_argument(
+        "--dechunk",
+        action="store_true",
+        help="decode aws-chunked (chunk-signed) uploads into plain bodies, for a store that refuses them",
+    )
     args = p.parse_args(argv)
     resign = None
     if args.resign:
@@ -494,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"s3proxy: {e}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(run_server(args.upstream, args.port, args.seed, resign))
+        asyncio.run(run_server(args.upstream, args.port, args.seed, resign, args.dechunk))
     except KeyboardInterrupt:
         pass
     return 0

@@ -16,7 +16,7 @@ from harness.s3proxy.s3 import UPSTREAM_CONNECT_TIMEOUT, UPSTREAM_READ_TIMEOUT
 class Upstream:
     """Keep-alive connections to the S3 server, reused LIFO."""
 
-    def __init__(self, url: str, resign: Resigner | None = None):
+    def __init__(self, url: str, resign: Resigner | None = None, dechunk: bool = False):
         parts = urlsplit(url)
         if parts.scheme != "http":
             raise ValueError(f"upstream must be http://host:port, got {url!r}")
@@ -25,10 +25,15 @@ class Upstream:
         self.port = parts.port or 80
         self.netloc = parts.netloc
         self.resign = resign
+        # Decode aws-chunked uploads (each chunk signed) into plain bodies:
+        # for a store that refuses them (SeaweedFS without S3 logins).
+        self.dechunk = dechunk
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def send(self, req: Request) -> Response:
         headers = Headers([(k, v) for k, v in req.headers.items if k.lower() not in _HOP])
+        if self.dechunk and (headers.get("x-amz-content-sha256") or "").startswith("STREAMING-"):
+            req = dechunked(req, headers)
         if self.resign is not None:
             headers = self.resign.sign(req.method, self.url + req.target, headers, self.netloc)
         if req.chunked:
@@ -74,6 +79,38 @@ class Upstream:
                 return r, w
             w.close()
         return None
+
+
+def decode_aws_chunked(body: bytes) -> bytes:
+    """The payload of an aws-chunked body: `<hex size>[;chunk-signature=..]`
+    CRLF, the chunk, CRLF, ..., a zero-size chunk, then any trailers."""
+    out, pos = [], 0
+    while True:
+        end = body.find(b"\r\n", pos)
+        if end < 0:
+            raise ValueError("aws-chunked body ends inside a chunk header")
+        size = int(body[pos:end].split(b";", 1)[0], 16)
+        if size == 0:
+            return b"".join(out)
+        start = end + 2
+        if start + size > len(body):
+            raise ValueError("aws-chunked body shorter than its chunk sizes")
+        out.append(body[start : start + size])
+        pos = start + size + 2
+
+
+def dechunked(req: Request, headers: Headers) -> Request:
+    """`req` with its aws-chunked payload decoded, sent as an unsigned
+    payload (the store this is for checks no signature); `headers` edited."""
+    body = decode_aws_chunked(req.body)
+    encoding = [e.strip() for e in (headers.get("content-encoding") or "").split(",") if e.strip()]
+    headers.remove("content-encoding")
+    if [e for e in encoding if e != "aws-chunked"]:
+        headers.set("Content-Encoding", ", ".join(e for e in encoding if e != "aws-chunked"))
+    for name in ("x-amz-decoded-content-length", "x-amz-trailer"):
+        headers.remove(name)
+    headers.set("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
+    return Request(req.method, req.target, req.headers, body, chunked=False)
 
 
 class Resigner:

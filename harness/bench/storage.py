@@ -1,0 +1,87 @@
+"""bench-storage: the same run on each store, side by side.
+
+Each (engine, workload) runs on a local directory, on embedded moto S3 and
+on embedded SeaweedFS, one after another in this process's session (so all
+see the same machine load), through the `run` command a user types. The
+figure is the run's own ops/s (completed ops over the workload's seconds,
+as the summary prints it), and each store's ratio to the local directory.
+A pair the harness refuses (delta-spark on SeaweedFS) is shown as such.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+STORAGES = ("local", "s3", "seaweedfs")
+LABEL = {"local": "local", "s3": "moto", "seaweedfs": "seaweedfs"}
+RUN_TIMEOUT_S = 900.0
+
+
+def _one_run(engine: str, workload: str, storage: str, seconds: float, concurrency: int, root: Path) -> float | str:
+    out = root / f"{engine}-{workload}-{storage}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        "--engine",
+        engine,
+        "--workload",
+        workload,
+        "--storage",
+        storage,
+        "--concurrency",
+        str(concurrency),
+        "--time-limit",
+        str(seconds),
+        "--results-dir",
+        str(out),
+        "--no-progress",
+    ]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return "timed out"
+    if p.returncode == 2:
+        return "refused"
+    runs = sorted(out.glob("*/*/results.json"))
+    if not runs:
+        return f"no run (exit {p.returncode})"
+    doc = json.loads(runs[-1].read_text())
+    rate = (doc.get("history") or {}).get("ops_per_s")
+    return float(rate) if rate else "no ops"
+
+
+def bench_storage(engines: list[str], workloads: list[str], seconds: float, concurrency: int, repeat: int) -> int:
+    print(
+        f"bench-storage: {seconds:g} s runs at concurrency {concurrency}, {repeat} per cell, "
+        f"stores {', '.join(LABEL[s] for s in STORAGES)}; ops/s (median) and the ratio to local"
+    )
+    header = f"  {'engine':<12} {'workload':<14}" + "".join(f" {LABEL[s]:>10}" for s in STORAGES)
+    header += "".join(f" {LABEL[s] + '/local':>16}" for s in STORAGES[1:])
+    print(header)
+    with tempfile.TemporaryDirectory(prefix="dj-bench-storage-") as tmp:
+        for engine in engines:
+            for workload in workloads:
+                cells: dict[str, float | str] = {}
+                for storage in STORAGES:
+                    got = [
+                        _one_run(engine, workload, storage, seconds, concurrency, Path(tmp) / f"r{i}")
+                        for i in range(repeat)
+                    ]
+                    rates = [g for g in got if isinstance(g, float)]
+                    cells[storage] = statistics.median(rates) if rates else str(got[0])
+                base = cells["local"]
+                line = f"  {engine:<12} {workload:<14}"
+                line += "".join(f" {c:>10.1f}" if isinstance(c, float) else f" {c:>10}" for c in cells.values())
+                for s in STORAGES[1:]:
+                    c = cells[s]
+                    ratio = f"{c / base:.2f}" if isinstance(c, float) and isinstance(base, float) and base else "-"
+                    line += f" {ratio:>16}"
+                print(line, flush=True)
+    return 0
