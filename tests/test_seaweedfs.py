@@ -162,6 +162,17 @@ def test_short_run_on_seaweedfs_is_valid(engine: str, workload: str, extra: list
         assert spec["storage"]["proxy"] is True and spec["spec"]["s3_proxy"] is True
 
 
+def _ok_appends(history: Path) -> int:
+    n = 0
+    for line in history.read_text().splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        n += e.get("type") == "ok" and e.get("f") == "append"
+    return n
+
+
 def _weed_pids() -> set[int]:
     return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "weed"}
 
@@ -203,7 +214,9 @@ def test_sigkilled_harness_leaves_no_weed_and_check_judges_the_data(results_dir:
         ours: list[int] = []
         while time.monotonic() < deadline:
             runs = list(results_dir.glob("*/*/history.jsonl"))
-            if runs and runs[0].read_text().count('"type":"ok"') >= 6:  # setup + 5 client ops
+            # Three acknowledged appends, so the store holds commits to lose
+            # (five ok reads alone once left only version 0 to judge).
+            if runs and _ok_appends(runs[0]) >= 3:
                 break
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
@@ -241,7 +254,7 @@ def test_bench_storage_prints_ops_per_second_and_ratios_per_store() -> None:
     the test checks that each store ran and a ratio to local is printed."""
     import re
 
-    res = run_cli("bench-storage", "--workloads", "append", "--time-limit", "2", "--concurrency", "2", timeout=600)
+    res = run_cli("bench-storage", "--workloads", "append", "--time-limit", "1", "--concurrency", "2", timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     (row,) = [line for line in res.stdout.splitlines() if line.strip().startswith("delta-rs")]
     assert re.fullmatch(r"\s*delta-rs\s+append(\s+\d+\.\d){3}(\s+\d+\.\d\d){2}\s*", row), res.stdout
