@@ -327,7 +327,10 @@ def _retried_after_applied(moto_log: str, version: int) -> bool:
     again and met itself (412): a retry of a PUT the client saw fail."""
     key = re.escape(f"table/_delta_log/{version:020d}.json")
     statuses = re.findall(rf'"(?:\x1b\[[\d;]*m)*PUT /\S+/{key} HTTP/1\.1(?:\x1b\[0m)?" (\d+)', moto_log)
-    return statuses[:1] == ["200"] and "412" in statuses[1:]
+    # One PUT applied, the others refused. moto logs a request once it has
+    # answered, so a 412 answered in the same instant may be logged before the
+    # 200 it met (seen once in CI): the order of the lines proves nothing.
+    return statuses.count("200") == 1 and "412" in statuses
 
 
 def _pin_double_commits(run_dir: Path, doc: dict[str, Any]) -> dict[str, list[int]]:
@@ -454,4 +457,37 @@ def test_delta_rs_on_a_stale_listing_reads_stale_and_fails_its_own_commits(resul
     pytest.xfail(
         f"deviation (spec C6), delta-rs: an append whose commit PUT succeeded is reported failed when the "
         f"listing that follows does not show its own commit: {failed_committed}"
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("nemesis", ["ambiguous-5xx", "ambiguous-late", "stale-list"])
+def test_sail_under_each_store_fault_shows_only_what_the_fault_explains(nemesis: str, results_dir: Path) -> None:
+    """Sail (a Spark Connect server, its own object_store client) under each
+    new store fault. Measured (pysail 0.7.2, seed 11, 10 s): ambiguous-5xx
+    invalid, the retried commit PUT committed again (duplicate-commit, as
+    delta-rs); ambiguous-late valid, each timed-out commit resolved from the
+    log; stale-list invalid with stale reads (C12) only. Every anomaly must
+    be one the fault explains, with its evidence."""
+    extra = ("--op-timeout", "10") if nemesis == "ambiguous-late" else ()
+    run_dir, doc = _engine_run(results_dir, "sail", nemesis, *extra)
+    kind = {"ambiguous-5xx": "applied-error", "ambiguous-late": "applied-late", "stale-list": "stale-list"}[nemesis]
+    _assert_nemesis_ran(run_dir, doc, nemesis, kind)
+    if nemesis == "ambiguous-late":
+        assert_only_known_findings(doc, run_dir, "sail")
+        resolution = next(c for c in doc["checkers"] if c["checker"] == "atomicity")["stats"]["info_resolution"]
+        assert resolution["not_committed"] == 0, resolution
+        return
+    if nemesis == "stale-list":
+        kinds = _kinds(doc)
+        assert kinds <= {("stale-read", "C12"), ("failed-but-committed", "C6")}, kinds
+        if ("failed-but-committed", "C6") in kinds:
+            pytest.xfail(f"deviation (spec C6), sail: an append reported failed although committed: {kinds}")
+        return
+    if not _anomalies(doc):
+        return  # the retries did not meet their own commit in this run: nothing to pin
+    dups = _pin_double_commits(run_dir, doc)
+    pytest.xfail(
+        f"deviation (spec C7), sail: a commit PUT applied but answered 5xx is retried and the append committed "
+        f"again: {len(dups)} op(s), e.g. {next(iter(dups))} at versions {next(iter(dups.values()))}"
     )

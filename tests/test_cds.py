@@ -70,3 +70,20 @@ def test_a_stale_lock_is_taken_over_and_the_switch_turns_it_off(monkeypatch: pyt
     a.discard("n1")
     monkeypatch.setenv(cds.ENV, "0")
     assert ClassArchive(["/jars/a.jar"], "").java_option("n1") == ""
+
+
+def test_recording_one_prunes_the_least_recently_used_beyond_the_kept_few() -> None:
+    olds = [ClassArchive([f"/venv{i}/a.jar"], "") for i in range(cds.KEEP_ARCHIVES + 2)]
+    for age, old in enumerate(olds):
+        old.path.parent.mkdir(parents=True, exist_ok=True)
+        old.path.write_bytes(b"old")
+        t = time.time() - 1000 * (age + 1)
+        os.utime(old.path, (t, t))
+    # The oldest is used now: it becomes the most recently used.
+    assert olds[-1].java_option("n1") == f"-XX:SharedArchiveFile={olds[-1].path}"
+    new = ClassArchive(["/venv-new/a.jar"], "")
+    tmp = _recorded(new.java_option("n1"))
+    tmp.write_bytes(b"archive")
+    new.finish("n1", exited_cleanly=True)
+    kept = sorted(p.name for p in new.path.parent.glob("*.jsa"))
+    assert kept == sorted([new.path.name, olds[-1].path.name, *(o.path.name for o in olds[: cds.KEEP_ARCHIVES - 2])])

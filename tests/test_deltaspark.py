@@ -57,14 +57,53 @@ def test_fetched_jars_are_cached_and_a_directory_of_them_works_offline(tmp_path:
 
 
 @pytest.fixture(scope="module")
-def local_node(tmp_path_factory):
+def recorded_archive(tmp_path_factory) -> dict:
+    """A JVM that records a class archive of this module's own (whatever
+    other tests' JVMs do with the machine's), then stops: what it was and
+    what its stop left behind."""
+    from harness.engines.cds import DIR_ENV, ENV
+    from harness.engines.deltaspark import DeltaSparkEngine
+    from harness.run.storage import LocalStorage
+
+    root = tmp_path_factory.mktemp("cds-recorder")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DIR_ENV, str(root / "cds"))
+        mp.delenv(ENV, raising=False)
+        engine = DeltaSparkEngine()
+        engine.expect_ops(frozenset())
+        nodes = engine.start_nodes(1, LocalStorage(root / "t"), root / "logs", 300)
+        try:
+            java = psutil.Process(nodes[0].pid)
+            seen = {
+                "pids": [java.pid] + [c.pid for c in java.children(recursive=True)],
+                "cmdline": java.cmdline(),
+                "work": list(engine.workdirs),
+            }
+        finally:
+            engine.stop_nodes()
+    assert engine.cds is not None
+    return {
+        **seen,
+        "log": (root / "logs" / "delta-spark-n1.log").read_text(),
+        "archive": engine.cds.path,
+        "cds_dir": root / "cds",
+    }
+
+
+@pytest.fixture(scope="module")
+def local_node(tmp_path_factory, recorded_archive):
+    """One node for the module, started on the archive the recorder left."""
+    from harness.engines.cds import DIR_ENV, ENV
     from harness.engines.deltaspark import DeltaSparkEngine
     from harness.run.storage import LocalStorage
 
     root = tmp_path_factory.mktemp("delta-spark")
     storage = LocalStorage(root / "tables")
-    engine = DeltaSparkEngine()
-    (node,) = engine.start_nodes(1, storage, root / "logs", 180)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DIR_ENV, str(recorded_archive["cds_dir"]))
+        mp.delenv(ENV, raising=False)
+        engine = DeltaSparkEngine()
+        (node,) = engine.start_nodes(1, storage, root / "logs", 180)
     yield engine, node, storage
     engine.stop_nodes()
 
@@ -110,37 +149,19 @@ def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None
 
 @pytest.mark.integration
 def test_stopping_the_nodes_leaves_no_process_and_no_work_dir_and_the_next_jvm_maps_the_class_archive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recorded_archive: dict, local_node
 ) -> None:
-    from harness.engines.cds import DIR_ENV, ENV
-    from harness.engines.deltaspark import DeltaSparkEngine
-    from harness.run.storage import LocalStorage
-
-    # An archive of this test's own: its first JVM records it, whatever
-    # other tests' JVMs are doing with the machine's.
-    monkeypatch.setenv(DIR_ENV, str(tmp_path / "cds"))
-    monkeypatch.delenv(ENV, raising=False)
-    engine = DeltaSparkEngine()
-    engine.expect_ops(frozenset())
-    nodes = engine.start_nodes(1, LocalStorage(tmp_path / "t"), tmp_path / "logs", 300)
-    pids = [n.pid for n in nodes] + [c.pid for n in nodes for c in psutil.Process(n.pid).children(recursive=True)]
-    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in psutil.Process(nodes[0].pid).cmdline())
-    work = list(engine.workdirs)
-    engine.stop_nodes()
-    assert still_running(pids) == []
-    assert not any(os.path.exists(w) for w in work)
-    assert "Spark Connect server started" in (tmp_path / "logs" / "delta-spark-n1.log").read_text()
-    assert engine.cds is not None
-    archive = engine.cds.path
+    seen = recorded_archive
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in seen["cmdline"])
+    assert still_running(seen["pids"]) == []
+    assert not any(os.path.exists(w) for w in seen["work"])
+    assert "Spark Connect server started" in seen["log"]
+    archive = seen["archive"]
     assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]  # no lock, no tmp
-
-    # The next JVM maps the archive (the kernel's view of its memory).
-    (node,) = engine.start_nodes(1, LocalStorage(tmp_path / "t2"), tmp_path / "logs2", 180)
-    try:
-        assert f"-XX:SharedArchiveFile={archive}" in psutil.Process(node.pid).cmdline()
-        assert str(archive) in Path(f"/proc/{node.pid}/maps").read_text()
-    finally:
-        engine.stop_nodes()
+    # The next JVM (the module's node) maps the archive: the kernel's view of its memory.
+    _, node, _ = local_node
+    assert f"-XX:SharedArchiveFile={archive}" in psutil.Process(node.pid).cmdline()
+    assert str(archive) in Path(f"/proc/{node.pid}/maps").read_text()
 
 
 @pytest.mark.integration

@@ -254,9 +254,17 @@ def test_bench_storage_prints_ops_per_second_and_ratios_per_store() -> None:
     the test checks that each store ran and a ratio to local is printed."""
     import re
 
-    res = run_cli("bench-storage", "--workloads", "append", "--time-limit", "1", "--concurrency", "2", timeout=600)
+    res = run_cli(
+        "bench-storage", "--workloads", "append", "--time-limit", "1", "--concurrency", "2", "--profile", timeout=600
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     (row,) = [line for line in res.stdout.splitlines() if line.strip().startswith("delta-rs")]
     assert re.fullmatch(r"\s*delta-rs\s+append(\s+\d+\.\d){3}(\s+\d+\.\d\d){2}\s*", row), res.stdout
+    # --profile: each S3 store behind the proxy, with the store's time per op
+    # and per request class (a commit is a PUT of _delta_log/<v>.json).
+    for store in ("moto", "seaweedfs"):
+        (prof,) = [line for line in res.stdout.splitlines() if line.strip().startswith(store + " ")]
+        assert re.fullmatch(rf"\s*{store}(\s+\d+\.\d){{1}}\s+\d+\.\d\d(\s+\d+\.\d){{2}}\s+\d+%\s*", prof), res.stdout
+    assert len(re.findall(r"^\s+PUT commit\s+\d+\.\d\d/op\s+\d+\.\d ms", res.stdout, re.M)) == 2, res.stdout
     bad = run_cli("bench-storage", "--workloads", "nope")
     assert bad.returncode == 2 and "valid:" in bad.stderr and "Traceback" not in bad.stderr

@@ -362,3 +362,24 @@ def test_a_clean_run_records_its_store_self_check(results_dir: Path) -> None:
     )
     assert '<div class="sub" id="store-check">store self-check: passed' in (run_dir / "report.html").read_text()
     assert json.loads((run_dir / "run.json").read_text())["store_self_check"]["passed"] is True
+
+
+def test_the_embedded_moto_lists_its_backends_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness.run.moto_main: moto's per-request backend lookup (a listdir
+    and an isdir per module) is taken once; the answer is moto's own."""
+    import os
+
+    from moto import backends
+
+    from harness.run.moto_main import cache_backend_listing
+
+    shipped = list(backends.list_of_moto_modules())
+    assert "s3" in shipped
+    monkeypatch.setattr(backends, "list_of_moto_modules", backends.list_of_moto_modules)  # restored after
+    assert cache_backend_listing()
+
+    def no_listing(path: str) -> list[str]:
+        raise AssertionError(f"listed {path} again")
+
+    monkeypatch.setattr(os, "listdir", no_listing)
+    assert list(backends.list_of_moto_modules()) == shipped == list(backends.list_of_moto_modules())

@@ -227,7 +227,7 @@ def _real_run(engine: str, storage: str, results_dir: Path) -> tuple[subprocess.
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3")])
+@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "seaweedfs")])
 def test_partitioned_run_reports_conflict_rates_and_p1(engine: str, storage: str, results_dir: Path) -> None:
     """Every checker but partition-conflicts must be valid. Both engines are
     known to refuse writes on disjoint partitions (delta-rs: blind appends

@@ -13,7 +13,7 @@ from tests.conftest import load_results, only_run_dir, run_cli
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3"), ("delta-spark", "local")])
+@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "seaweedfs"), ("delta-spark", "local")])
 def test_register_is_valid_and_feeds_the_serializability_checker(engine: str, storage: str, results_dir: Path) -> None:
     res = run_cli(
         "run",
@@ -77,7 +77,7 @@ def test_register_serializable_level_is_read_from_the_log(results_dir: Path) -> 
     assert "assumed_isolation_level" not in ser["stats"]
 
 
-@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "s3")])
+@pytest.mark.parametrize("engine, storage", [("delta-rs", "local"), ("sail", "seaweedfs")])
 def test_bank_conserves_the_total(engine: str, storage: str, results_dir: Path) -> None:
     res = run_cli(
         "run",
@@ -156,6 +156,8 @@ def test_delete_insert_on_sail_is_unknown_where_deletes_cannot_be_attributed(res
         "delete-insert",
         "--engine",
         "sail",
+        "--storage",
+        "seaweedfs",
         "--nodes",
         "1",
         "--concurrency",

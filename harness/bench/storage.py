@@ -5,7 +5,8 @@ on embedded SeaweedFS, one after another in this process's session (so all
 see the same machine load), through the `run` command a user types. The
 figure is the run's own ops/s (completed ops over the workload's seconds,
 as the summary prints it), and each store's ratio to the local directory.
-A pair the harness refuses (delta-spark on SeaweedFS) is shown as such.
+A pair the harness refuses is shown as such. `--profile` adds, per cell, each
+S3 store behind the fault proxy, timing the store (see s3profile.py).
 """
 
 from __future__ import annotations
@@ -17,12 +18,23 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.bench.s3profile import PROFILE_HEADER, profile_lines, profile_of
+
 STORAGES = ("local", "s3", "seaweedfs")
 LABEL = {"local": "local", "s3": "moto", "seaweedfs": "seaweedfs"}
 RUN_TIMEOUT_S = 900.0
 
 
-def _one_run(engine: str, workload: str, storage: str, seconds: float, concurrency: int, root: Path) -> float | str:
+def one_run(
+    engine: str,
+    workload: str,
+    storage: str,
+    seconds: float,
+    concurrency: int,
+    root: Path,
+    extra: list[str] | None = None,
+) -> tuple[float | str, Path | None]:
+    """One `run` as a user types it: (its ops/s, or why there is none; its run folder)."""
     out = root / f"{engine}-{workload}-{storage}"
     cmd = [
         sys.executable,
@@ -42,22 +54,25 @@ def _one_run(engine: str, workload: str, storage: str, seconds: float, concurren
         "--results-dir",
         str(out),
         "--no-progress",
+        *(extra or []),
     ]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return "timed out"
+        return "timed out", None
     if p.returncode == 2:
-        return "refused"
+        return "refused", None
     runs = sorted(out.glob("*/*/results.json"))
     if not runs:
-        return f"no run (exit {p.returncode})"
+        return f"no run (exit {p.returncode})", None
     doc = json.loads(runs[-1].read_text())
     rate = (doc.get("history") or {}).get("ops_per_s")
-    return float(rate) if rate else "no ops"
+    return (float(rate) if rate else "no ops"), runs[-1].parent
 
 
-def bench_storage(engines: list[str], workloads: list[str], seconds: float, concurrency: int, repeat: int) -> int:
+def bench_storage(
+    engines: list[str], workloads: list[str], seconds: float, concurrency: int, repeat: int, profile: bool = False
+) -> int:
     print(
         f"bench-storage: {seconds:g} s runs at concurrency {concurrency}, {repeat} per cell, "
         f"stores {', '.join(LABEL[s] for s in STORAGES)}; ops/s (median) and the ratio to local"
@@ -71,7 +86,7 @@ def bench_storage(engines: list[str], workloads: list[str], seconds: float, conc
                 cells: dict[str, float | str] = {}
                 for storage in STORAGES:
                     got = [
-                        _one_run(engine, workload, storage, seconds, concurrency, Path(tmp) / f"r{i}")
+                        one_run(engine, workload, storage, seconds, concurrency, Path(tmp) / f"r{i}")[0]
                         for i in range(repeat)
                     ]
                     rates = [g for g in got if isinstance(g, float)]
@@ -84,4 +99,18 @@ def bench_storage(engines: list[str], workloads: list[str], seconds: float, conc
                     ratio = f"{c / base:.2f}" if isinstance(c, float) and isinstance(base, float) and base else "-"
                     line += f" {ratio:>16}"
                 print(line, flush=True)
+                if profile:
+                    _print_profile(engine, workload, seconds, concurrency, Path(tmp) / "profile", cells)
     return 0
+
+
+def _print_profile(
+    engine: str, workload: str, seconds: float, concurrency: int, root: Path, direct: dict[str, float | str]
+) -> None:
+    """Each embedded store once more, behind the proxy that times the store."""
+    print(PROFILE_HEADER)
+    for storage in STORAGES[1:]:
+        rate, run_dir = one_run(engine, workload, storage, seconds, concurrency, root, ["--s3-proxy"])
+        prof = profile_of(run_dir) if run_dir is not None else None
+        for line in profile_lines(LABEL[storage], rate, direct[storage], prof):
+            print(line, flush=True)

@@ -44,6 +44,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     bg.add_argument("--time-limit", type=positive(float), default=20.0, help="seconds per run (default 20)")
     bg.add_argument("--concurrency", type=positive(int), default=4, help="client workers (default 4)")
     bg.add_argument("--repeat", type=positive(int), default=1, help="runs per store and cell (default 1)")
+    bg.add_argument(
+        "--profile", action="store_true", help="also each S3 store behind the proxy: where an op's time goes"
+    )
     return {
         "bench-storage": cmd_bench_storage,
         "bench-overhead": cmd_bench_overhead,
@@ -70,7 +73,7 @@ def cmd_bench_storage(args: argparse.Namespace) -> int:
     if unknown or not workloads:
         raise HarnessError(f"--workloads {args.workloads!r}: valid: {', '.join(WORKLOAD_NAMES)}")
     engines = list(parse_engine_list(args.engines))
-    return bench_storage(engines, workloads, args.time_limit, args.concurrency, args.repeat)
+    return bench_storage(engines, workloads, args.time_limit, args.concurrency, args.repeat, args.profile)
 
 
 def cmd_bench_startup(args: argparse.Namespace) -> int:

@@ -33,6 +33,9 @@ DIR_ENV = "DJ_SPARK_CDS_DIR"
 STALE_LOCK_S = 900.0
 # Seconds a recording JVM gets to write the archive as it stops.
 DUMP_GRACE_S = 60.0
+# Archives kept per cache (some 210 MB each): a new venv or jar set is a new
+# key, and the least recently used beyond these go when one is recorded.
+KEEP_ARCHIVES = 3
 
 
 def _java() -> str:
@@ -65,6 +68,10 @@ class ClassArchive:
             return ""
         self.discard(node)  # a restarted node: its killed JVM recorded nothing
         if self.path.is_file():
+            try:
+                os.utime(self.path)  # used now: the last to be pruned
+            except OSError:
+                pass
             return f"-XX:SharedArchiveFile={self.path}"
         if self.recording or not self._take_lock():
             return ""
@@ -80,9 +87,23 @@ class ClassArchive:
         try:
             if exited_cleanly and tmp.is_file() and tmp.stat().st_size > 0:
                 os.replace(tmp, self.path)
+                self._prune()
         finally:
             tmp.unlink(missing_ok=True)
             self.lock.unlink(missing_ok=True)
+
+    def _prune(self) -> None:
+        """Keep the KEEP_ARCHIVES most recently used archives. A JVM that has
+        one mapped keeps its pages after the unlink."""
+        others = []
+        for p in self.path.parent.glob("spark-connect-*.jsa"):
+            try:
+                others.append((p.stat().st_mtime, p))
+            except OSError:
+                continue
+        for _, p in sorted(others, reverse=True)[KEEP_ARCHIVES:]:
+            if p != self.path:
+                p.unlink(missing_ok=True)
 
     def discard(self, node: str) -> None:
         self.finish(node, exited_cleanly=False)

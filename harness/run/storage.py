@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, venv_bin
+from harness.core.procs import ManagedProcess, python_argv
 from harness.core.storage import Storage
 from harness.run.seaweed import DATA_DIR as SEAWEED_DATA_DIR
 from harness.run.seaweed import WeedServer
@@ -196,7 +196,7 @@ class EmbeddedS3(_Embedded):
         self.region = DEFAULT_REGION
         self.server = ManagedProcess(
             "moto_server",
-            [venv_bin("moto_server"), "-H", "127.0.0.1", "-p", "0"],
+            python_argv("harness.run.moto_main", "-H", "127.0.0.1", "-p", "0"),
             log_path,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         ).start()

@@ -75,6 +75,9 @@ class Proxy:
             "faults": {},
             "upstream_errors": 0,
             "if_none_match_puts": 0,
+            # Time the store took per request kind and path class: where an
+            # op's time goes on S3 (bench-s3-profile reads it).
+            "store": {},
         }
         self.started = time.time()
 
@@ -266,8 +269,11 @@ class Proxy:
         return resp
 
     async def _forward(self, req: Request, info: ReqInfo) -> Response:
+        t0 = time.monotonic()
         try:
-            return await self.upstream.send(req)
+            resp = await self.upstream.send(req)
+            self._timed(info, time.monotonic() - t0)
+            return resp
         except _Unsignable as e:
             return s3_error(501, "NotImplemented", str(e), req.target)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ConnectionError) as e:
@@ -275,6 +281,11 @@ class Proxy:
             # A request the upstream may or may not have applied: the client
             # must see an indeterminate failure, not a made-up S3 answer.
             raise _Dropped() from e
+
+    def _timed(self, info: ReqInfo, seconds: float) -> None:
+        cell = self.stats["store"].setdefault(f"{info.kind} {info.path_class}", {"n": 0, "ms": 0.0})
+        cell["n"] += 1
+        cell["ms"] = round(cell["ms"] + seconds * 1000, 3)
 
     async def _blackhole(self, rule: Rule) -> None:
         """Wait until the rule is removed or the proxy healed (or max_s)."""
