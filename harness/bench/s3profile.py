@@ -51,8 +51,12 @@ def profile_of(run_dir: Path) -> StoreProfile | None:
     return StoreProfile(ops=len(done), op_ms=op_ms, classes=classes)
 
 
+def ratio_text(num: float | str, den: float | str) -> str:
+    return f"{num / den:.2f}" if isinstance(num, float) and isinstance(den, float) and den else "-"
+
+
 def profile_lines(label: str, rate: float | str, direct: float | str, prof: StoreProfile | None) -> list[str]:
-    ratio = f"{rate / direct:.2f}" if isinstance(rate, float) and isinstance(direct, float) and direct else "-"
+    ratio = ratio_text(rate, direct)
     shown = f"{rate:.1f}" if isinstance(rate, float) else rate
     if prof is None or not prof.ops:
         return [f"    {label:<10} {shown:>7} {ratio:>9}  (no proxy stats)"]

@@ -12,13 +12,15 @@ S3 store behind the fault proxy, timing the store (see s3profile.py).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from harness.bench.s3profile import PROFILE_HEADER, profile_lines, profile_of
+from harness.bench.s3profile import PROFILE_HEADER, profile_lines, profile_of, ratio_text
+from harness.run.moto_main import AS_SHIPPED_ENV
 
 STORAGES = ("local", "s3", "seaweedfs")
 LABEL = {"local": "local", "s3": "moto", "seaweedfs": "seaweedfs"}
@@ -33,6 +35,7 @@ def one_run(
     concurrency: int,
     root: Path,
     extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[float | str, Path | None]:
     """One `run` as a user types it: (its ops/s, or why there is none; its run folder)."""
     out = root / f"{engine}-{workload}-{storage}"
@@ -57,7 +60,9 @@ def one_run(
         *(extra or []),
     ]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        p = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env={**os.environ, **(env or {})}
+        )
     except subprocess.TimeoutExpired:
         return "timed out", None
     if p.returncode == 2:
@@ -108,9 +113,17 @@ def _print_profile(
     engine: str, workload: str, seconds: float, concurrency: int, root: Path, direct: dict[str, float | str]
 ) -> None:
     """Each embedded store once more, behind the proxy that times the store."""
+    # moto with its per-request backend lookup as shipped (harness/run/moto_main.py).
+    shipped, _ = one_run(engine, workload, "s3", seconds, concurrency, root, env={AS_SHIPPED_ENV: "1"})
+    ratio = ratio_text(direct["s3"], shipped)
+    print(f"    moto as shipped: {_rate_text(shipped)} ops/s; the harness's moto does {ratio}x that")
     print(PROFILE_HEADER)
     for storage in STORAGES[1:]:
         rate, run_dir = one_run(engine, workload, storage, seconds, concurrency, root, ["--s3-proxy"])
         prof = profile_of(run_dir) if run_dir is not None else None
         for line in profile_lines(LABEL[storage], rate, direct[storage], prof):
             print(line, flush=True)
+
+
+def _rate_text(rate: float | str) -> str:
+    return f"{rate:.1f}" if isinstance(rate, float) else rate

@@ -8,12 +8,17 @@ every request serialized behind it. The listing cannot change while the
 server runs, so it is taken once; the rest is moto's own server, with its
 own arguments:
 
-``python -m harness.run.moto_main -H 127.0.0.1 -p 0``
+``python -m harness.run.moto_main -H 127.0.0.1 -p 0``; with
+DJ_MOTO_AS_SHIPPED=1 the lookup is moto's own (bench-storage --profile
+times both).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+
+AS_SHIPPED_ENV = "DJ_MOTO_AS_SHIPPED"
 
 
 def cache_backend_listing() -> bool:
@@ -32,7 +37,8 @@ def cache_backend_listing() -> bool:
 def main(argv: list[str]) -> None:
     from moto import server
 
-    cache_backend_listing()
+    if os.environ.get(AS_SHIPPED_ENV) != "1":
+        cache_backend_listing()
     server.main(argv)
 
 
