@@ -22,6 +22,10 @@ NAME = "atomicity"
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
+    if facts.latest is None:
+        # No log (say, a killed harness whose store was in memory): an info op
+        # cannot be called "not committed", nor any op "absent".
+        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; atomicity cannot be judged.")
     ops = writes(history)
     known = {op.id for op in history.ops()}
     anomalies: list[Anomaly] = []

@@ -17,6 +17,8 @@ NAME = "duplicates"
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
+    if facts.latest is None:
+        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; duplicates cannot be judged.")
     anomalies: list[Anomaly] = []
     by_id: dict[object, list[RowLife]] = defaultdict(list)
     for life in facts.lives:

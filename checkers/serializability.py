@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.facts import column_values, commit_op_id
+from checkers.facts import column_values, commit_op_id, table_facts
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.core.history import FAIL, History, Op
@@ -177,6 +177,10 @@ def _to_anomaly(a: Any, versions: dict[str, int], levels: dict[str, str]) -> Ano
 
 
 def check(history: History, log: TransactionLog) -> CheckResult:
+    if table_facts(log).latest is None:
+        return CheckResult(
+            NAME, Verdict.UNKNOWN, "The table has no readable versions; no transaction can be placed in an order."
+        )
     h = extract(history, log)
     rw = [t for t in h.txns if t.reads_anything or any(w.prev is not None for w in t.writes) or t.deletes]
     stats: dict[str, Any] = {"transactions": len(h.txns), "read_write_transactions": len(rw)}

@@ -779,3 +779,20 @@ def test_summary_counts_error_classes_per_op_and_the_conflict_rate() -> None:
     assert "ConcurrentAppendException (E1) x1" in text
     assert "conflict rate: 2/4 write ops (50.0%)" in text
     assert "not tested, the engine cannot run them" in text and "optimize x1" in text
+
+
+# Checkers judged from the history alone: a conflict's exception class needs no log.
+HISTORY_ONLY = {"exception-classes"}
+
+
+@pytest.mark.parametrize("name", sorted(set(CHECKERS) - HISTORY_ONLY))
+def test_no_log_is_never_valid(name: str, tmp_path: Path) -> None:
+    """A history with acknowledged, failed and indeterminate writes and no
+    log (a killed harness whose store was in memory): no checker that
+    needs the log says valid on no evidence (issue 15, item 6)."""
+    run = simple_valid_run()
+    run.append("2.1", [7, 8, 9], start=61, end=70, type=INFO, process=2)
+    history, _ = run.build()
+    for log in (TransactionLog.from_commits([]), read_log(str(tmp_path / "nowhere"))):
+        res = CHECKERS[name](history, log)
+        assert res.verdict is not Verdict.VALID, (name, res.explanation)
