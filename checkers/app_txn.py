@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from itertools import pairwise
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import commit_op_id, fmt_ids, table_facts
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
 from harness.deltalog import TransactionLog
@@ -65,9 +65,7 @@ def _overlaps(a: Op, b: Op) -> bool:
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(
-            NAME, Verdict.UNKNOWN, "The table has no readable versions; app transactions cannot be judged."
-        )
+        return no_versions(NAME, "app transactions")
     by_id = {op.id: op for op in history.ops()}
     writes = [op for op in history.client_ops() if _pair(op) is not None]
 

@@ -12,7 +12,7 @@ the engine told its client a definite failure for a change that is there."""
 
 from __future__ import annotations
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import expected_ids, fmt_ids, table_facts, writes
 from harness.core.history import FAIL, INFO, History, Op
 from harness.deltalog import TransactionLog
@@ -25,7 +25,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     if facts.latest is None:
         # No log (say, a killed harness whose store was in memory): an info op
         # cannot be called "not committed", nor any op "absent".
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; atomicity cannot be judged.")
+        return no_versions(NAME, "atomicity")
     ops = writes(history)
     known = {op.id for op in history.ops()}
     anomalies: list[Anomaly] = []

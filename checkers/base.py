@@ -81,6 +81,12 @@ class CheckResult:
         }
 
 
+def no_versions(checker: str, what: str) -> CheckResult:
+    """Unknown, never valid: the log has no readable version to judge `what` by
+    (no log at all, say, after a killed harness whose store was in memory)."""
+    return CheckResult(checker, Verdict.UNKNOWN, f"The table has no readable versions; {what} cannot be judged.")
+
+
 class Checker(Protocol):
     name: str
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import RowLife, expected_ids, fmt_ids, table_facts, writes
 from harness.core.history import History
 from harness.deltalog import TransactionLog
@@ -18,7 +18,7 @@ NAME = "duplicates"
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; duplicates cannot be judged.")
+        return no_versions(NAME, "duplicates")
     anomalies: list[Anomaly] = []
     by_id: dict[object, list[RowLife]] = defaultdict(list)
     for life in facts.lives:

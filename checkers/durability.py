@@ -4,7 +4,7 @@ inserts are present in the final state of the table."""
 
 from __future__ import annotations
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import INSERT_ONLY, expected_ids, fmt_ids, table_facts, writes
 from harness.core.history import OK, History
 from harness.deltalog import TransactionLog
@@ -17,7 +17,7 @@ _DELETING_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE"})
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; durability cannot be judged.")
+        return no_versions(NAME, "durability")
     final = facts.state(facts.latest)
     acked = [op for op in writes(history) if op.type == OK]
     f_of = {op.id: op.f for op in history.ops()}

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import reads, table_facts
 from checkers.row_columns import row_columns
 from checkers.serializability import default_isolation
@@ -111,7 +111,7 @@ def _fmt_spans(spans: list[Span]) -> str:
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; the lists cannot be judged.")
+        return no_versions(NAME, "the lists")
     by_key = elements(log)
     default = default_isolation(history)
     anomalies: list[Anomaly] = []

@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import commit_op_id, table_facts
 from harness.core.history import FAIL, OK, ErrorClass, History, Op
 from harness.deltalog import TransactionLog
@@ -119,7 +119,7 @@ def _overlaps(a: Op, b: Op) -> bool:
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     if log.latest_version is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; metadata cannot be judged.")
+        return no_versions(NAME, "metadata")
     commits = _commits(history, log)
     metas = [c for c in commits if c.is_metadata]
     anomalies: list[Anomaly] = []

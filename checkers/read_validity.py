@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import Fingerprint, TableFacts, fmt_ids, reads, table_facts
 from harness.core.history import OK, History, Op
 from harness.deltalog import TransactionLog
@@ -119,7 +119,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     rs = reads(history)
     if facts.latest is None:
-        return CheckResult(NAME, Verdict.UNKNOWN, "The table has no readable versions; reads cannot be judged.")
+        return no_versions(NAME, "reads")
     windows = _Windows(history, facts)
     anomalies: list[Anomaly] = []
     matched: list[tuple[Op, list[int], int, int, str]] = []

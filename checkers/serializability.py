@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import column_values, commit_op_id, table_facts
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
@@ -178,9 +178,7 @@ def _to_anomaly(a: Any, versions: dict[str, int], levels: dict[str, str]) -> Ano
 
 def check(history: History, log: TransactionLog) -> CheckResult:
     if table_facts(log).latest is None:
-        return CheckResult(
-            NAME, Verdict.UNKNOWN, "The table has no readable versions; no transaction can be placed in an order."
-        )
+        return no_versions(NAME, "the order of transactions")
     h = extract(history, log)
     rw = [t for t in h.txns if t.reads_anything or any(w.prev is not None for w in t.writes) or t.deletes]
     stats: dict[str, Any] = {"transactions": len(h.txns), "read_write_transactions": len(rw)}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from checkers.base import Anomaly, CheckResult, Verdict
+from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import RowLife, table_facts
 from checkers.row_columns import row_columns
 from checkers.serializability import default_isolation
@@ -37,9 +37,7 @@ def _first_overlap(lives: list[RowLife]) -> tuple[RowLife, RowLife] | None:
 def check(history: History, log: TransactionLog) -> CheckResult:
     facts = table_facts(log)
     if facts.latest is None:
-        return CheckResult(
-            NAME, Verdict.UNKNOWN, "The table has no readable versions; key uniqueness cannot be judged."
-        )
+        return no_versions(NAME, "key uniqueness")
     key_col = history.table_declaration().row_key or "k"
     cols = row_columns(log, [key_col, "prev_writer"])
     f_of = {op.id: op.f for op in history.ops()}

@@ -86,7 +86,10 @@ def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
     # A JVM killed (a clock-skew restart) right after its PUT never logs it; then
     # the evidence is a version one JVM logged as its own whose file now holds
     # the commit of an op that ran on another node.
-    replaced = {v for v, jvms in by_version.items() if _committing_node(run_dir, v) not in {None, *_nodes(jvms)}}
+    node_of = {op["id"]: op.get("node") for op in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines())}
+    replaced = {
+        v for v, jvms in by_version.items() if node_of.get(_committing_op(run_dir, v)) not in {None, *_nodes(jvms)}
+    }
     evidence = sorted(twice | replaced)
     assert len(evidence) >= len(lost), (evidence, [a["explanation"] for a in lost])
     pytest.xfail(
@@ -100,23 +103,13 @@ def _nodes(jvms: set[str]) -> set[str]:
     return {jvm.split(".")[0] for jvm in jvms}  # n1.r1 (a restart) is node n1
 
 
-def _committing_node(run_dir: Path, version: int) -> str | None:
-    """The node of the op whose id the commit's userMetadata carries."""
+def _committing_op(run_dir: Path, version: int) -> str | None:
+    """The op id the commit's userMetadata carries."""
     commit = run_dir / "table" / "_delta_log" / f"{version:020d}.json"
     if not commit.exists():
         return None
-    op_id = None
-    for line in commit.read_text().splitlines():
-        info = json.loads(line).get("commitInfo")
-        if info:
-            op_id = info.get("userMetadata")
-    if op_id is None:
-        return None
-    for line in (run_dir / "history.jsonl").read_text().splitlines():
-        op = json.loads(line)
-        if op["id"] == op_id and op.get("node"):
-            return op["node"]
-    return None
+    infos = [json.loads(line).get("commitInfo") for line in commit.read_text().splitlines()]
+    return next((info.get("userMetadata") for info in infos if info), None)
 
 
 # Kinds a lost commit drags along: a read that saw the replaced commit saw a

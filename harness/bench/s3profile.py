@@ -46,18 +46,22 @@ def profile_of(run_dir: Path) -> StoreProfile | None:
         return None
     stats = json.loads(stats_path.read_text())
     classes = {k: (int(v["n"]), float(v["ms"])) for k, v in (stats.get("store") or {}).items()}
-    done = [op for op in load_history(run_dir / "history.jsonl").ops() if op.end is not None]
-    op_ms = sum(op.end - op.start for op in done if op.end is not None) / 1e6
-    return StoreProfile(ops=len(done), op_ms=op_ms, classes=classes)
+    spans = [op.end - op.start for op in load_history(run_dir / "history.jsonl").ops() if op.end is not None]
+    return StoreProfile(ops=len(spans), op_ms=sum(spans) / 1e6, classes=classes)
 
 
 def ratio_text(num: float | str, den: float | str) -> str:
     return f"{num / den:.2f}" if isinstance(num, float) and isinstance(den, float) and den else "-"
 
 
+def rate_text(rate: float | str) -> str:
+    """An ops/s figure, or why a run has none."""
+    return f"{rate:.1f}" if isinstance(rate, float) else rate
+
+
 def profile_lines(label: str, rate: float | str, direct: float | str, prof: StoreProfile | None) -> list[str]:
     ratio = ratio_text(rate, direct)
-    shown = f"{rate:.1f}" if isinstance(rate, float) else rate
+    shown = rate_text(rate)
     if prof is None or not prof.ops:
         return [f"    {label:<10} {shown:>7} {ratio:>9}  (no proxy stats)"]
     lines = [

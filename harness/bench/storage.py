@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.bench.s3profile import PROFILE_HEADER, profile_lines, profile_of, ratio_text
+from harness.bench.s3profile import PROFILE_HEADER, profile_lines, profile_of, rate_text, ratio_text
 from harness.run.moto_main import AS_SHIPPED_ENV
 
 STORAGES = ("local", "s3", "seaweedfs")
@@ -101,8 +101,7 @@ def bench_storage(
                 line += "".join(f" {c:>10.1f}" if isinstance(c, float) else f" {c:>10}" for c in cells.values())
                 for s in STORAGES[1:]:
                     c = cells[s]
-                    ratio = f"{c / base:.2f}" if isinstance(c, float) and isinstance(base, float) and base else "-"
-                    line += f" {ratio:>16}"
+                    line += f" {ratio_text(c, base):>16}"
                 print(line, flush=True)
                 if profile:
                     _print_profile(engine, workload, seconds, concurrency, Path(tmp) / "profile", cells)
@@ -116,14 +115,10 @@ def _print_profile(
     # moto with its per-request backend lookup as shipped (harness/run/moto_main.py).
     shipped, _ = one_run(engine, workload, "s3", seconds, concurrency, root, env={AS_SHIPPED_ENV: "1"})
     ratio = ratio_text(direct["s3"], shipped)
-    print(f"    moto as shipped: {_rate_text(shipped)} ops/s; the harness's moto does {ratio}x that")
+    print(f"    moto as shipped: {rate_text(shipped)} ops/s; the harness's moto does {ratio}x that")
     print(PROFILE_HEADER)
     for storage in STORAGES[1:]:
         rate, run_dir = one_run(engine, workload, storage, seconds, concurrency, root, ["--s3-proxy"])
         prof = profile_of(run_dir) if run_dir is not None else None
         for line in profile_lines(LABEL[storage], rate, direct[storage], prof):
             print(line, flush=True)
-
-
-def _rate_text(rate: float | str) -> str:
-    return f"{rate:.1f}" if isinstance(rate, float) else rate

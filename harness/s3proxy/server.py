@@ -76,7 +76,7 @@ class Proxy:
             "upstream_errors": 0,
             "if_none_match_puts": 0,
             # Time the store took per request kind and path class: where an
-            # op's time goes on S3 (bench-s3-profile reads it).
+            # op's time goes on S3 (bench-storage --profile reads it).
             "store": {},
         }
         self.started = time.time()
