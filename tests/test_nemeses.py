@@ -844,7 +844,22 @@ def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path
     # delta-spark's lost write without both JVMs' commit lines: not excused.
     with pytest.raises(AssertionError):
         assert_only_known_findings(doc("lost-write", "stale-read"), tmp_path, "delta-spark")
-    # With them it is the named finding (xfail), consequences included.
+    # One JVM's log and a commit file naming an op of the other node (that
+    # JVM was killed before it logged): the same finding.
+    (tmp_path / "logs" / "delta-spark-n1.log").write_text(
+        "INFO DeltaLog: Committed delta #7 to s3a://dj/t/_delta_log\n"
+    )
+    (tmp_path / "table" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "table" / "_delta_log" / f"{7:020d}.json").write_text(
+        json.dumps({"commitInfo": {"userMetadata": "1.4"}}) + "\n"
+    )
+    (tmp_path / "history.jsonl").write_text(json.dumps({"id": "1.4", "node": "n2"}) + "\n")
+    with pytest.raises(pytest.xfail.Exception, match="C7, C11"):
+        assert_only_known_findings(doc("lost-write"), tmp_path, "delta-spark")
+    (tmp_path / "history.jsonl").write_text(json.dumps({"id": "1.4", "node": "n1"}) + "\n")
+    with pytest.raises(AssertionError):
+        assert_only_known_findings(doc("lost-write"), tmp_path, "delta-spark")
+    # With both JVMs' lines it is the named finding (xfail), consequences included.
     for jvm in ("n1", "n2"):
         (tmp_path / "logs" / f"delta-spark-{jvm}.log").write_text(
             "INFO DeltaLog: Committed delta #7 to s3a://dj/t/_delta_log\n"
