@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import harness  # noqa: F401  (before any test imports gRPC: see harness/__init__.py)
+from checkers.facts import commit_op_id
+from harness.deltalog import read_log
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,8 +91,11 @@ def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
     history = run_dir / "history.jsonl"
     ops = map(json.loads, history.read_text().splitlines()) if history.exists() else ()
     node_of = {op["id"]: op.get("node") for op in ops}
+    commits = read_log(str(run_dir / "table")).commits
     replaced = {
-        v for v, jvms in by_version.items() if node_of.get(_committing_op(run_dir, v)) not in {None, *_nodes(jvms)}
+        v
+        for v, jvms in by_version.items()
+        if v in commits and node_of.get(commit_op_id(commits[v].commit_info)) not in {None, *_nodes(jvms)}
     }
     evidence = sorted(twice | replaced)
     assert len(evidence) >= len(lost), (evidence, [a["explanation"] for a in lost])
@@ -103,15 +108,6 @@ def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
 
 def _nodes(jvms: set[str]) -> set[str]:
     return {jvm.split(".")[0] for jvm in jvms}  # n1.r1 (a restart) is node n1
-
-
-def _committing_op(run_dir: Path, version: int) -> str | None:
-    """The op id the commit's userMetadata carries."""
-    commit = run_dir / "table" / "_delta_log" / f"{version:020d}.json"
-    if not commit.exists():
-        return None
-    infos = [json.loads(line).get("commitInfo") for line in commit.read_text().splitlines()]
-    return next((info.get("userMetadata") for info in infos if info), None)
 
 
 # Kinds a lost commit drags along: a read that saw the replaced commit saw a
