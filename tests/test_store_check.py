@@ -7,6 +7,7 @@ store explains into the store's (unknown for the engine, not invalid)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -367,8 +368,6 @@ def test_a_clean_run_records_its_store_self_check(results_dir: Path) -> None:
 def test_the_embedded_moto_lists_its_backends_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """harness.run.moto_main: moto's per-request backend lookup (a listdir
     and an isdir per module) is taken once; the answer is moto's own."""
-    import os
-
     from moto import backends
 
     from harness.run.moto_main import cache_backend_listing

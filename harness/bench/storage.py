@@ -98,7 +98,7 @@ def bench_storage(
                     cells[storage] = statistics.median(rates) if rates else str(got[0])
                 base = cells["local"]
                 line = f"  {engine:<12} {workload:<14}"
-                line += "".join(f" {c:>10.1f}" if isinstance(c, float) else f" {c:>10}" for c in cells.values())
+                line += "".join(f" {rate_text(c):>10}" for c in cells.values())
                 for s in STORAGES[1:]:
                     c = cells[s]
                     line += f" {ratio_text(c, base):>16}"
