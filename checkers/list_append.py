@@ -104,6 +104,25 @@ def _intersect(a: list[Span], b: list[Span]) -> list[Span]:
     return [(max(x[0], y[0]), min(x[1], y[1])) for x in a for y in b if max(x[0], y[0]) < min(x[1], y[1])]
 
 
+def txn_reads(by_key: dict[Any, list[Element]]) -> dict[str, list[tuple[Element, list[Span]]]]:
+    """Per transaction (writer): each element it appended, with the versions
+    at which its key's list was what the element says was read."""
+    out: dict[str, list[tuple[Element, list[Span]]]] = defaultdict(list)
+    for els in by_key.values():
+        spans = _read_spans(els)
+        for e in els:
+            out[e.writer].append((e, spans[e.id]))
+    return dict(out)
+
+
+def common_spans(reads: list[tuple[Element, list[Span]]]) -> list[Span]:
+    """The versions at which every read of one transaction held at once."""
+    common = reads[0][1]
+    for _, spans in reads[1:]:
+        common = _intersect(common, spans)
+    return common
+
+
 def _fmt_spans(spans: list[Span]) -> str:
     return ", ".join(f"{max(lo, 0)}..{hi - 1}" for lo, hi in spans) or "no version"
 
@@ -194,24 +213,14 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     # One transaction, one snapshot (C12): the states its elements read of
     # their keys must all hold at one version.
     flagged = {r for a in anomalies if a.kind in ("list-gap", "broken-link") for r in a.rows[:1]}
-    spans: dict[Any, list[Span]] = {}
-    per_txn: dict[str, list[Element]] = defaultdict(list)
-    for els in by_key.values():
-        spans.update(_read_spans(els))
-        for e in els:
-            per_txn[e.writer].append(e)
-    for writer, els in sorted(per_txn.items()):
-        if any(e.id in flagged for e in els):
+    for writer, txn in sorted(txn_reads(by_key).items()):
+        if any(e.id in flagged for e, _ in txn) or common_spans(txn):
             continue
-        common = spans[els[0].id]
-        for e in els[1:]:
-            common = _intersect(common, spans[e.id])
-        if common:
-            continue
+        els = [e for e, _ in txn]
         parts = "; ".join(
             f"key {e.k!r} as {'empty' if e.pos == 0 else f'length {e.pos} ending in {e.prev}'} "
-            f"(versions {_fmt_spans(spans[e.id])})"
-            for e in els
+            f"(versions {_fmt_spans(spans)})"
+            for e, spans in txn
         )
         report(
             Anomaly(
@@ -222,7 +231,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                 ops=[writer],
                 versions=[els[0].added],
                 rows=[e.id for e in els],
-                details={"reads": {str(e.k): [e.pos, e.prev, spans[e.id]] for e in els}},
+                details={"reads": {str(e.k): [e.pos, e.prev, spans] for e, spans in txn}},
             )
         )
 

@@ -12,6 +12,7 @@ from checkers import CHECKERS, list_append, serializability
 from checkers.base import CheckResult, Verdict
 from checkers.txn_model import INITIAL, RowRef
 from harness.core.history import OK
+from harness.repro.extract import ListReads
 from tests.conftest import load_results, only_run_dir, run_cli
 from tests.keyed_synth import KeyedRun
 from workloads import make_workload
@@ -116,6 +117,32 @@ def test_a_transaction_reading_two_versions_is_a_non_snapshot_read() -> None:
     assert "non-snapshot-read" in _kinds(res), res.explanation
     (a,) = [a for a in res.anomalies if a.kind == "non-snapshot-read"]
     assert a.ops == ["c"] and a.claim == "C12" and "versions 1..1" in a.explanation and "versions 3..3" in a.explanation
+
+
+def test_the_snapshot_a_sail_append_read_comes_from_its_rows_and_the_anomaly_key() -> None:
+    """Sail records no readVersion, so `reproduce` takes what an append read
+    from its rows. c's read of key 1 held at v1 only (b then appended there
+    too); its read of key 2 (empty) at v0 only: a torn read. Its replay must
+    read key 1 at v1, the read the lost append on key 1 needs, not v2 (after
+    b, where no anomaly shows). Counting rows per key gets this wrong once a
+    lost append doubles a position."""
+    run = KeyedRun()
+    _append(run, "a", [1, 2], [10, 11], 10, 20, 1)
+    run.commit_rows([_el(10, 1, 0, "a", None), _el(11, 2, 0, "a", None)], op="a")  # v1
+    _append(run, "b", [1, 2], [20, 21], 30, 40, 2)
+    run.commit_rows([_el(20, 1, 1, "b", "a"), _el(21, 2, 1, "b", "a")], op="b")  # v2
+    _append(run, "c", [1, 2], [30, 31], 25, 60, 3)
+    run.commit_rows([_el(30, 1, 1, "c", "a"), _el(31, 2, 0, "c", None)], op="c")  # v3
+    history, log = run.build()
+    res = list_append.check(history, log)
+    dups = {a.details["key"]: a.ops for a in res.anomalies if a.kind == "duplicate-position"}
+    assert dups == {1: ["b", "c"], 2: ["a", "c"]} and "non-snapshot-read" in _kinds(res)
+    reads = ListReads(log)
+    assert reads.read_version("c", focus_key=1) == 1
+    assert reads.read_version("c", focus_key=2) == 0
+    assert reads.read_version("c") is None  # no one version: the caller falls back to the commit's
+    assert reads.read_version("b") == 1 and reads.read_version("a") == 0
+    assert reads.read_version("nobody") is None
 
 
 def test_a_read_that_is_no_prefix_is_an_incompatible_order() -> None:

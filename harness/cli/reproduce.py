@@ -77,9 +77,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 3
     k = outcome.repeat
     if outcome.reproduced:
-        print(
-            f"REPRODUCED in {outcome.reproduced} of {k} replay(s) of the {'shrunk' if outcome.after else ''} schedule:"
-        )
+        which = "shrunk" if outcome.after else "original"
+        print(f"REPRODUCED in {outcome.reproduced} of {k} replay(s) of the {which} schedule:")
         for i, line in enumerate(outcome.shrunk.describe(), start=1):
             print(f"  {i}. {line}")
         if outcome.script is not None:

@@ -6,11 +6,11 @@ silent), and the rows live at the earliest snapshot among them."""
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from checkers import list_append
 from checkers.facts import commit_op_id, table_facts
 from harness.core.errors import HarnessError
 from harness.core.history import History, Op, load_history
@@ -94,48 +94,36 @@ class _Clock:
         return latest
 
 
-def _key_counts(log: Any, version: int, cache: dict[int, Counter]) -> Counter:
-    if version not in cache:
-        counts: Counter = Counter()
-        for add in log.live_files(version).values():
-            rows = log.add_rows(add)
-            if "k" in rows.column_names:
-                counts.update(rows.column("k").to_pylist())
-        cache[version] = counts
-    return cache[version]
+class ListReads:
+    """What each list-append transaction read, from its rows: an element's
+    `pos` and `prev_writer` are its key's list as read. For a commit that
+    records no snapshot (Sail), the versions at which all its reads held are
+    the snapshots it can have read; the list-append checker's own spans."""
 
+    def __init__(self, log: Any):
+        self.log = log
+        self.txns: dict[str, Any] | None = None  # read on first use: only Sail's commits need it
 
-def _read_from_positions(log: Any, version: int, cache: dict[int, Counter]) -> int | None:
-    """Where a commit records no snapshot but its rows say what it read: a
-    list-append element's `pos` is the length of its key's list as read. The
-    latest version before the commit at which every key it appended to had
-    exactly that length is the snapshot it read (None: no single version
-    fits, or the rows carry no positions)."""
-    wanted: dict[Any, int] = {}
-    for add in log.commits[version].adds:
-        rows = log.add_rows(add)
-        if not {"k", "pos"} <= set(rows.column_names):
+    def read_version(self, op_id: str, focus_key: Any = None) -> int | None:
+        """The latest version at which every read of `op_id` held; where no
+        one version holds them all (a statement that read no one snapshot),
+        the latest at which its read of `focus_key` held: the key of the
+        anomaly, whose replay needs that read (None: no list rows)."""
+        if self.txns is None:
+            self.txns = list_append.txn_reads(list_append.elements(self.log))
+        txn = self.txns.get(op_id)
+        if not txn:
             return None
-        for k, pos in zip(rows.column("k").to_pylist(), rows.column("pos").to_pylist(), strict=True):
-            if wanted.setdefault(k, pos) != pos:
-                return None
-    if not wanted:
-        return None
-    for v in range(version - 1, -1, -1):
-        counts = _key_counts(log, v, cache)
-        if all(counts[k] == pos for k, pos in wanted.items()):
-            return v
-        if any(counts[k] < pos for k, pos in wanted.items()):
-            return None  # earlier versions hold shorter lists still
-    return None
+        spans = list_append.common_spans(txn) or [s for e, spans in txn if e.k == focus_key for s in spans]
+        return max(0, spans[-1][1] - 1) if spans else None
 
 
-def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock, cache: dict[int, Counter]) -> Txn:
+def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock, lists: ListReads, focus_key: Any = None) -> Txn:
     version = committed.get(op.id)
     commit = log.commits.get(version) if version is not None else None
     read_version = commit.read_version if commit is not None and commit.read_version is not None else None
     if read_version is None and version is not None:
-        read_version = _read_from_positions(log, version, cache)
+        read_version = lists.read_version(op.id, focus_key)
     if read_version is None and version is not None:
         # A commit that records no snapshot (a blind append): it committed on
         # the version before its own, whatever it started from (delta-rs
@@ -205,7 +193,8 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
         if op.id not in committed and (v := facts.commit_version(op.id)) is not None:
             committed[op.id] = v  # an engine that names no op in commitInfo (Sail): its rows do
     clock = _Clock(history, committed)
-    cache: dict[int, Counter] = {}
+    lists = ListReads(log)
+    focus_key = (ref.anomaly.get("details") or {}).get("key")
     ops = {op.id: op for op in history.client_ops()}
     names = list(ref.anomaly.get("ops") or [])
     by_version = {v: o for o, v in committed.items()}
@@ -213,7 +202,7 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
     txns = []
     named = [ops[n] for n in dict.fromkeys(names) if n in ops]
     for op in named:
-        txns.append(_txn(op, log, committed, clock, cache))
+        txns.append(_txn(op, log, committed, clock, lists, focus_key))
     if txns:
         # The commits a named transaction saw that the earliest snapshot did
         # not hold (say, the append whose file a later OPTIMIZE compacted):
@@ -225,7 +214,7 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
             name = by_version.get(v)
             if name is not None and name not in seen and name in ops and len(txns) < MAX_TXNS:
                 seen.add(name)
-                txns.append(_txn(ops[name], log, committed, clock, cache))
+                txns.append(_txn(ops[name], log, committed, clock, lists))
     if not txns:
         raise NothingToReplay(f"anomaly {ref.label()} names no client op of the history: no transaction to replay")
     base = min(t.read_version for t in txns)
