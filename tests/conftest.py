@@ -12,6 +12,7 @@ import pytest
 
 import harness  # noqa: F401  (before any test imports gRPC: see harness/__init__.py)
 from checkers.facts import commit_op_id
+from harness.core.history import load_history
 from harness.deltalog import read_log
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,8 +90,7 @@ def xfail_if_two_jvms_committed_one_version(doc: dict, run_dir: Path) -> None:
     # the evidence is a version one JVM logged as its own whose file now holds
     # the commit of an op that ran on another node.
     history = run_dir / "history.jsonl"
-    ops = map(json.loads, history.read_text().splitlines()) if history.exists() else ()
-    node_of = {op["id"]: op.get("node") for op in ops}
+    node_of = {op.id: op.invoke.node for op in load_history(history).ops()} if history.exists() else {}
     commits = read_log(str(run_dir / "table")).commits
     replaced = {
         v

@@ -822,6 +822,12 @@ def test_unsafe_put(engine: str, results_dir: Path) -> None:
     assert sanity["verdict"] == "valid", out
 
 
+def _invoke(op_id: str, node: str) -> str:
+    """One history line: `op_id` invoked on `node`."""
+    event = {"index": 0, "time": 0, "process": 1, "type": "invoke", "f": "append", "id": op_id, "node": node}
+    return json.dumps(event) + "\n"
+
+
 def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path: Path) -> None:
     """The guard the real fault runs use: faults that keep put-if-absent
     explain nothing, and the one known finding needs its JVM evidence."""
@@ -853,10 +859,10 @@ def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path
     (tmp_path / "table" / "_delta_log" / f"{7:020d}.json").write_text(
         json.dumps({"commitInfo": {"userMetadata": "1.4"}}) + "\n"
     )
-    (tmp_path / "history.jsonl").write_text(json.dumps({"id": "1.4", "node": "n2"}) + "\n")
+    (tmp_path / "history.jsonl").write_text(_invoke("1.4", "n2"))
     with pytest.raises(pytest.xfail.Exception, match="C7, C11"):
         assert_only_known_findings(doc("lost-write"), tmp_path, "delta-spark")
-    (tmp_path / "history.jsonl").write_text(json.dumps({"id": "1.4", "node": "n1"}) + "\n")
+    (tmp_path / "history.jsonl").write_text(_invoke("1.4", "n1"))
     with pytest.raises(AssertionError):
         assert_only_known_findings(doc("lost-write"), tmp_path, "delta-spark")
     # With both JVMs' lines it is the named finding (xfail), consequences included.
