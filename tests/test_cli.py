@@ -12,7 +12,7 @@ from tests.conftest import run_cli
     [
         (["run", "--workload", "nope"], "valid: append, register, bank, delete-insert"),
         (["run", "--engine", "nope"], "valid: delta-spark, sail, delta-rs"),
-        (["run", "--log-store", "nope"], "valid: default, dynamodb"),
+        (["run", "--log-store", "nope"], "valid: auto, single-driver, coordinated, dynamodb"),
         (["run", "--spark-jars", "/nonexistent/jars", "--storage", "local"], "no such directory"),
         (["run", "--nemesis", "nope"], "valid: none"),
         (["run", "--storage", "nope"], "valid: s3, local, external-s3"),

@@ -26,13 +26,14 @@ def positive(kind: type) -> object:
 
 
 def spark_options(p: argparse.ArgumentParser) -> None:
-    from harness.engines.deltaspark import LOG_STORES
+    from harness.engines.deltaspark import AUTO, COORDINATED, LOG_STORES, SINGLE_DRIVER
 
     p.add_argument(
         "--log-store",
-        default="default",
-        help=f"delta-spark's commit protocol on S3: {', '.join(LOG_STORES)} "
-        "(default: delta-spark's own default for s3a, S3SingleDriverLogStore)",
+        default=AUTO,
+        help=f"delta-spark's commit protocol on S3: {', '.join((AUTO, *LOG_STORES))} (default {AUTO}: "
+        f"{COORDINATED} when several delta-spark clusters write the table, else {SINGLE_DRIVER}, "
+        "delta-spark's own default for s3a)",
     )
     p.add_argument(
         "--spark-jars",

@@ -28,6 +28,11 @@ class Storage(ABC):
         """delta-rs `storage_options` for one client."""
         return {}
 
+    def coordinator_endpoint(self) -> str | None:
+        """The DynamoDB endpoint engines reach a commit coordinator at (None:
+        the storage offers none)."""
+        return None
+
     def reader_options(self) -> dict[str, str] | None:
         """boto3 settings for the harness's own log reader (None: local)."""
         return None

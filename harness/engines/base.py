@@ -234,6 +234,13 @@ class Engine(ABC):
         """Package versions of the engine, for spec.json."""
         return {}
 
+    def uses_commit_coordinator(self, storage: Storage) -> bool:
+        """Whether this engine's commits are ratified by a commit
+        coordinator (DynamoDB conditional updates) on `storage`, rather than
+        by the store alone: the store's self-check then covers the
+        coordinator's conditional update too, and the run keeps its state."""
+        return False
+
     def commit_protocol(self, storage: Storage) -> str:
         """How this engine makes a commit atomic on `storage` (spec C4): two
         engines sharing a table are safe together only if they use one

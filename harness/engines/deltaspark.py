@@ -10,12 +10,18 @@ can tell the nodes apart.
 
 The commit protocol on S3 is a run option (`--log-store`): delta-spark's
 default for s3a (`S3SingleDriverLogStore`: put-if-absent only inside one
-JVM, so two clusters writing one table are outside its contract) or
-`S3DynamoDBLogStore` (a DynamoDB conditional put per commit).
+JVM, so two clusters writing one table are outside its contract),
+coordinated commits (the DynamoDB commit coordinator shipped in
+delta-spark's own jar: each commit is staged under
+`_delta_log/_staged_commits/`, ratified by a conditional DynamoDB update,
+then backfilled to `_delta_log/<v>.json`; Delta's way for several clusters
+to write one table), or `S3DynamoDBLogStore` (a DynamoDB conditional put
+per commit; its jar is not on every Maven mirror).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -77,8 +83,9 @@ DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 SPARK_CONF_ENV = "DJ_SPARK_CONF"
 WARMUP_TIMEOUT_S = 180.0
 # Spark logs every task and plan at INFO (~1 MB per node per 30 s). Kept:
-# warnings, the server's start line (the readiness probe waits for it) and
-# Delta's commit lines, which tie a node's log to the table's versions.
+# warnings, the server's start line (the readiness probe waits for it),
+# Delta's commit lines, which tie a node's log to the table's versions, and
+# the DynamoDB commit coordinator's (staged file, ratified, backfilled).
 LOG4J2 = """\
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = console
@@ -91,15 +98,25 @@ logger.server.name = org.apache.spark.sql.connect.service.SparkConnectServer
 logger.server.level = info
 logger.txn.name = org.apache.spark.sql.delta.OptimisticTransaction
 logger.txn.level = info
+logger.coordinator.name = io.delta.dynamodbcommitcoordinator
+logger.coordinator.level = info
 """
 
 # The commit protocols delta-spark 4.0 offers on S3: name -> (LogStore class
 # for s3a, jar feature it needs, what the summary says).
+SINGLE_DRIVER = "single-driver"
+COORDINATED = "coordinated"
 LOG_STORES: dict[str, tuple[str | None, str, str]] = {
-    "default": (
+    SINGLE_DRIVER: (
         None,
         "s3",
         "S3SingleDriverLogStore (delta-spark's default for s3a: mutual exclusion inside one JVM only)",
+    ),
+    COORDINATED: (
+        None,
+        "coordinator",
+        "coordinated commits (delta-spark's DynamoDB commit coordinator ratifies each version "
+        "by a conditional DynamoDB update; version 0 through S3SingleDriverLogStore)",
     ),
     "dynamodb": (
         "io.delta.storage.S3DynamoDBLogStore",
@@ -107,7 +124,37 @@ LOG_STORES: dict[str, tuple[str | None, str, str]] = {
         "S3DynamoDBLogStore (a DynamoDB conditional put per commit)",
     ),
 }
+# What the harness chooses when the run names no protocol: coordinated
+# commits where several delta-spark clusters write one table on S3 (Delta's
+# documented way for them to), the single-driver default otherwise.
+AUTO = "auto"
+# The name stored runs and older command lines gave the single-driver store.
+LEGACY_NAMES = {"default": SINGLE_DRIVER}
+# The DynamoDB table the commit coordinator keeps its tables' commits in
+# (the coordinator creates it on first use).
+COORDINATOR_TABLE = "delta_coordinated_commits"
 DYNAMODB_TABLE = "delta_log"
+
+
+def coordinator_conf(storage: Storage) -> dict[str, str]:
+    """Spark settings that make every table a node creates a coordinated-
+    commits table of the DynamoDB commit coordinator. The coordinator's
+    settings are stored in the table's metadata, so every cluster commits
+    through the same DynamoDB table; each signs with its own key id (from
+    its environment), so the fault proxy can tell them apart."""
+    endpoint = storage.coordinator_endpoint()
+    if endpoint is None:
+        raise HarnessError(f"--log-store {COORDINATED} needs a DynamoDB endpoint, and --storage {storage.kind} has none")
+    prefix = "spark.databricks.delta.properties.defaults.coordinatedCommits."
+    return {
+        prefix + "commitCoordinator-preview": "dynamodb",
+        prefix + "commitCoordinatorConf-preview": json.dumps(
+            {"dynamoDBTableName": COORDINATOR_TABLE, "dynamoDBEndpoint": endpoint}, separators=(",", ":")
+        ),
+        "spark.databricks.delta.coordinatedCommits.commitCoordinator.dynamodb.awsCredentialsProviderName": (
+            "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"
+        ),
+    }
 
 
 def _conf(pairs: dict[str, str]) -> list[str]:
@@ -133,8 +180,9 @@ class DeltaSparkEngine(ServerEngine):
     stop_grace = 10.0
 
     def __init__(
-        self, log_store: str = "default", jar_dir: str | None = None, progress: Callable[[str], None] | None = None
+        self, log_store: str = SINGLE_DRIVER, jar_dir: str | None = None, progress: Callable[[str], None] | None = None
     ):
+        log_store = LEGACY_NAMES.get(log_store, log_store)
         if log_store not in LOG_STORES:
             raise HarnessError(f"unknown --log-store {log_store!r}; valid: {', '.join(LOG_STORES)}")
         self.log_store = log_store
@@ -159,6 +207,9 @@ class DeltaSparkEngine(ServerEngine):
         if self.jars is None:
             self.jars = resolve(self._features(storage), self.jar_dir, self.progress)
         return self.jars
+
+    def uses_commit_coordinator(self, storage: Storage) -> bool:
+        return storage.kind != "local" and self.log_store == COORDINATED
 
     def commit_protocol(self, storage: Storage) -> str:
         if storage.kind == "local":
@@ -216,6 +267,8 @@ class DeltaSparkEngine(ServerEngine):
             if store_class:
                 conf["spark.delta.logStore.s3a.impl"] = store_class
                 conf["spark.delta.logStore.s3.impl"] = store_class
+            if self.log_store == COORDINATED:
+                conf.update(coordinator_conf(storage))
         return conf
 
     # -- nodes -------------------------------------------------------------------

@@ -8,7 +8,10 @@ needs, beside them:
 - ``s3``    : hadoop-aws of the Hadoop release pyspark ships, and the AWS SDK
   bundle it declares (for ``s3a://``);
 - ``dynamodb``: delta-storage-s3-dynamodb of the same Delta release (the
-  ``S3DynamoDBLogStore``), with the AWS SDK it declares.
+  ``S3DynamoDBLogStore``), with the AWS SDK it declares;
+- ``coordinator``: the AWS SDK v1 DynamoDB client, which the DynamoDB commit
+  coordinator inside delta-spark's own jar (coordinated commits) needs and
+  delta-spark declares "provided": the release Delta builds against.
 
 Resolution uses Apache Ivy, which pyspark ships (it is what Spark's own
 ``spark.jars.packages`` runs), in a JVM of its own, once per set of
@@ -38,7 +41,9 @@ from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
-FEATURES = ("delta", "s3", "dynamodb")
+FEATURES = ("delta", "s3", "dynamodb", "coordinator")
+# What delta-spark 4.0 builds its DynamoDB code against (its build.sbt).
+AWS_SDK_V1 = "1.12.262"
 CACHE_ENV = "DJ_JAR_CACHE"  # where resolved jars are kept (default ~/.cache/delta-jepsen/jars)
 JARS_DIR_ENV = "DJ_SPARK_JARS"  # a directory of jars to use instead of Maven Central
 RESOLVE_TIMEOUT_S = 900.0
@@ -88,10 +93,12 @@ class Versions:
     def coordinates(self, features: Iterable[str]) -> list[str]:
         fs = set(features) | {"delta"}
         out = [f"io.delta:delta-spark_{self.scala}:{self.delta}", f"io.delta:delta-storage:{self.delta}"]
-        if "s3" in fs or "dynamodb" in fs:
+        if fs & {"s3", "dynamodb", "coordinator"}:
             out.append(f"org.apache.hadoop:hadoop-aws:{self.hadoop}")
         if "dynamodb" in fs:
             out.append(f"io.delta:delta-storage-s3-dynamodb:{self.delta}")
+        if "coordinator" in fs:
+            out.append(f"com.amazonaws:aws-java-sdk-dynamodb:{AWS_SDK_V1}")
         return out
 
     def required_files(self, features: Iterable[str]) -> list[str]:

@@ -20,7 +20,7 @@ from harness.core.isolation import LEVELS
 from harness.core.table import TableSpec
 from harness.engines import make_engine, parse_engine_list
 from harness.engines.base import Engine
-from harness.engines.deltaspark import LOG_STORES
+from harness.engines.deltaspark import AUTO, COORDINATED, LEGACY_NAMES, LOG_STORES, SINGLE_DRIVER
 from harness.run.storage import STORAGE_KINDS
 from nemeses import make_nemeses
 from nemeses.base import Nemesis
@@ -47,8 +47,9 @@ class RunSpec:
     s3_bucket: str | None = None
     # The S3 fault proxy between clients and store (harness/s3proxy.py).
     s3_proxy: bool = False
-    # delta-spark's commit protocol on S3 (harness.engines.deltaspark.LOG_STORES).
-    log_store: str = "default"
+    # delta-spark's commit protocol on S3 (harness.engines.deltaspark.LOG_STORES),
+    # or "auto": TestPlan.build resolves it (resolve_log_store).
+    log_store: str = AUTO
     # A directory of jars for delta-spark instead of Maven Central (not part
     # of the re-run command: a path of one machine).
     spark_jars: str | None = None
@@ -95,7 +96,7 @@ class RunSpec:
             args += ["--s3-bucket", self.s3_bucket]
         if self.s3_proxy:
             args += ["--s3-proxy"]
-        if self.log_store != "default":
+        if self.log_store not in (AUTO, resolve_log_store(dataclasses.replace(self, log_store=AUTO))):
             args += ["--log-store", self.log_store]
         if self.spark_remote:
             args += ["--spark-remote", self.spark_remote]
@@ -119,6 +120,24 @@ _UNSUPPORTED_STORAGE: dict[tuple[str, str], str] = {}
 _NEEDS_PROXY = {("delta-spark", "seaweedfs")}
 
 
+def resolve_log_store(spec: RunSpec) -> str:
+    """The commit protocol delta-spark uses in this run. "auto" is
+    coordinated commits when more than one delta-spark cluster writes the
+    table on S3 (the single-driver LogStore's mutual exclusion holds inside
+    one JVM only), and the single-driver LogStore otherwise."""
+    name = LEGACY_NAMES.get(spec.log_store, spec.log_store)
+    if name != AUTO:
+        return name
+    engines = parse_engine_list(spec.engine)
+    if "delta-spark" not in engines or spec.storage == "local":
+        return SINGLE_DRIVER
+    count = max(spec.nodes, len(engines))
+    # Nodes are dealt to the engines in order, the first engines taking the remainder.
+    i = engines.index("delta-spark")
+    clusters = count // len(engines) + (i < count % len(engines))
+    return COORDINATED if clusters > 1 else SINGLE_DRIVER
+
+
 @dataclass
 class TestPlan:
     """One run, composed once from its spec: every part checked before
@@ -140,8 +159,9 @@ class TestPlan:
             raise HarnessError(f"unknown isolation level {spec.isolation!r}; valid: {', '.join(LEVELS)}")
         if spec.storage not in STORAGE_KINDS:
             raise HarnessError(f"unknown storage {spec.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
-        if spec.log_store not in LOG_STORES:
-            raise HarnessError(f"unknown --log-store {spec.log_store!r}; valid: {', '.join(LOG_STORES)}")
+        if spec.log_store not in (*LOG_STORES, AUTO, *LEGACY_NAMES):
+            raise HarnessError(f"unknown --log-store {spec.log_store!r}; valid: {', '.join((AUTO, *LOG_STORES))}")
+        spec = dataclasses.replace(spec, log_store=resolve_log_store(spec))
         if spec.spark_jars and not Path(spec.spark_jars).is_dir():
             raise HarnessError(f"--spark-jars {spec.spark_jars}: no such directory")
         workload = make_workload(spec.workload, spec.seed, spec.isolation)

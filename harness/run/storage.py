@@ -78,7 +78,7 @@ class _S3(Storage):
         return EMBEDDED_SECRET if self.kind == "s3" else PROXY_CLIENT_SECRET
 
     def client_env(self, client: str, node: str | None = None) -> dict[str, str]:
-        endpoint = self._proxy_proc.endpoint if self._proxy_proc is not None else self.endpoint
+        endpoint = self._client_endpoint()
         env = {
             "AWS_ENDPOINT_URL": endpoint,
             "AWS_ACCESS_KEY_ID": self._key(client, node),
@@ -93,6 +93,9 @@ class _S3(Storage):
 
     def deltars_options(self, client: str, node: str | None = None) -> dict[str, str]:
         return dict(self.client_env(client, node))
+
+    def _client_endpoint(self) -> str:
+        return self._proxy_proc.endpoint if self._proxy_proc is not None else self.endpoint
 
     def start_proxy(self, log_path: str | os.PathLike[str], seed: int | None = None) -> S3ProxyClient:
         """The fault proxy between the clients and this endpoint. Its stats
@@ -189,6 +192,10 @@ class EmbeddedS3(_Embedded):
     """
 
     kind = "s3"
+
+    def coordinator_endpoint(self) -> str | None:
+        # moto serves DynamoDB on the same port as S3.
+        return self._client_endpoint()
 
     def __init__(self, log_path: str | os.PathLike[str], prefix: str = "", start_timeout: float = 30):
         self.bucket = EMBEDDED_BUCKET

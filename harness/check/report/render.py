@@ -163,7 +163,7 @@ def _header(run_dir: Path, verdict: str, doc: dict[str, Any], spec: dict[str, An
     protocols = spec.get("commit_protocols") or doc.get("commit_protocols") or {}
     log_store = (spec.get("spec") or {}).get("log_store") if isinstance(spec.get("spec"), dict) else None
     commit = "; ".join(f"{engine}: {p}" for engine, p in protocols.items())
-    if log_store and log_store != "default":
+    if log_store and log_store not in ("default", "auto"):
         commit = f"log store {log_store}; {commit}"
     return (
         f'<header><h1 id="verdict" class="verdict">{verdict_badge(verdict)} {esc(_run_name(run_dir))}</h1>'
