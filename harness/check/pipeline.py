@@ -21,6 +21,7 @@ from harness.check.report import REPORT_NAME, write_report
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, error_class_label, load_history
 from harness.deltalog import read_log
+from harness.deltalog.coordinated import load_coordinator
 
 EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
 
@@ -108,7 +109,7 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
 _RELATED_TABLES_BEFORE_RECORDED = {"create-race": ("races/*",)}
 
 
-def _related_logs(table_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def _related_logs(table_dir: Path, spec: dict[str, Any], coordinator: dict[str, Any] | None) -> dict[str, Any]:
     """The logs of the other tables the run's workload wrote inside its table
     folder (the `related_tables` globs spec.json records, e.g. create-race's
     "races/*")."""
@@ -117,7 +118,7 @@ def _related_logs(table_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
         workload = (spec.get("spec") or {}).get("workload") if isinstance(spec.get("spec"), dict) else None
         globs = _RELATED_TABLES_BEFORE_RECORDED.get(workload, ())
     return {
-        p.relative_to(table_dir).as_posix(): read_log(str(p))
+        p.relative_to(table_dir).as_posix(): read_log(str(p), coordinator=coordinator)
         for g in globs
         if isinstance(g, str)
         for p in sorted(table_dir.glob(g))
@@ -149,8 +150,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     history = load_history(hist_path)
     # The checkers replay every data file in log order: decoding can start
     # while the log is still being parsed.
-    log = read_log(str(run_dir / "table"), prefetch_data=True)
-    log.related = _related_logs(run_dir / "table", spec)
+    coordinator = load_coordinator(run_dir)
+    log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator)
+    log.related = _related_logs(run_dir / "table", spec, coordinator)
     results = []
     no_evidence = _no_evidence(run, log)
     for name in names:
@@ -186,6 +188,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
             "latest_version": log.latest_version,
             "isolation_levels": _isolation_levels(log),
             "problems": [p.__dict__ for p in log.problems],
+            "coordination": log.coordination.to_json() if log.coordination is not None else None,
         },
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
@@ -377,6 +380,26 @@ def _no_evidence(run: dict[str, Any], log: Any) -> str:
     return ""
 
 
+def coordination_line(co: dict[str, Any]) -> str:
+    """One line on a coordinated-commits table: what the coordinator
+    ratified beyond the backfilled commits, and the losers' staged files."""
+    line = f"coordinated commits ({co.get('coordinator')}): "
+    if not co.get("state_kept"):
+        undecided = co.get("undecided") or []
+        return line + (
+            f"no coordinator state kept; {len(undecided)} staged commit(s) past the last backfilled version "
+            "are undecided"
+            if undecided
+            else "no coordinator state kept; every staged commit is backfilled or older"
+        )
+    unb = co.get("unbackfilled") or []
+    line += f"ratified up to version {co.get('ratified_version')}"
+    line += f"; {len(unb)} read from staged files, not backfilled ({unb[:5]})" if unb else "; all backfilled"
+    if co.get("orphans"):
+        line += f"; {co['orphans']} losers' staged file(s) ignored"
+    return line
+
+
 def _isolation_levels(log: Any) -> list[str]:
     """The delta.isolationLevel values the table carried, in log order, as the
     log says (not as the run asked): "(none)" where it carried none."""
@@ -481,6 +504,8 @@ def render_summary(
         lines.append(line + ("; healed before the final phase" if nem["healed"] else "; NOT healed"))
     for engine, protocol in (doc.get("commit_protocols") or {}).items():
         lines.append(f"commit protocol: {engine}: {protocol}")
+    if doc["log"].get("coordination"):
+        lines.append(coordination_line(doc["log"]["coordination"]))
     if doc["log"].get("isolation_levels"):
         lines.append("table isolation level (from the log): " + " -> ".join(doc["log"]["isolation_levels"]))
     findings = next((r.stats.get("deviations") for r in results if r.checker == "exception-classes"), None)

@@ -33,6 +33,11 @@ class Storage(ABC):
         the storage offers none)."""
         return None
 
+    def coordinator_reader_options(self) -> dict[str, str] | None:
+        """boto3 settings for the harness's own reads of the coordinator's
+        DynamoDB (None: no coordinator endpoint)."""
+        return None
+
     def reader_options(self) -> dict[str, str] | None:
         """boto3 settings for the harness's own log reader (None: local)."""
         return None

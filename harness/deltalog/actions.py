@@ -22,6 +22,8 @@ class LogProblem:
     # be read, decoded or does not fit its file: its add's rows are then
     # reported as none, as for an unreadable data file) | "partition-value"
     # | "duplicate-version" (from_commits only)
+    # | "coordinator-state-missing" (staged commits of a coordinated table
+    # that no kept coordinator state decides) | "in-commit-timestamp"
     kind: str
     version: int | None
     detail: str  # one line a human can read

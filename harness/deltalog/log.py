@@ -19,6 +19,7 @@ from harness.deltalog.checkpoints import (
     _load_checkpoint,
     _same_action,
 )
+from harness.deltalog.coordinated import Coordination
 from harness.deltalog.datafiles import _DataFiles, _logical
 from harness.deltalog.dv import DeletionVectorError, _without_positions, dv_positions
 from harness.deltalog.schema import _conform, _Schema, _schema_of
@@ -44,6 +45,9 @@ class TransactionLog:
         # relative to this table's root (e.g. "races/r3" of create-race);
         # filled in by harness.checking from the workload's related_tables.
         self.related: dict[str, TransactionLog] = {}
+        # A coordinated-commits table: what its coordinator ratified beyond
+        # the backfilled commits (harness.deltalog.coordinated); None otherwise.
+        self.coordination: Coordination | None = None
         self._unreadable: set[int] = set()  # a commit file exists but is broken
         self._checkpoints: dict[int, _Checkpoint] = {}
         # The store (read_log sets it; checkpoints are read from it too), and

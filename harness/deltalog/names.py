@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 LOG_DIR = "_delta_log"
+# A coordinated-commits table's staged commits, inside LOG_DIR.
+STAGED_DIR = "_staged_commits"
 
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")

@@ -14,6 +14,13 @@ import harness.deltalog._pool as _pool
 from harness.deltalog._pool import _BatchStream, _Parsed
 from harness.deltalog.actions import LogProblem, _int, parse_commit_bytes
 from harness.deltalog.checkpoints import _Checkpoint
+from harness.deltalog.coordinated import (
+    COORDINATOR_KEY,
+    STAGED_RE,
+    Coordination,
+    states_by_table_id,
+    table_id,
+)
 from harness.deltalog.datafiles import _DataPrefetch
 from harness.deltalog.log import TransactionLog
 from harness.deltalog.names import (
@@ -23,6 +30,7 @@ from harness.deltalog.names import (
     _COMMIT_RE,
     _EXPECTED_OTHER,
     LOG_DIR,
+    STAGED_DIR,
 )
 from harness.deltalog.store import _S3_WORKERS, _LocalStore, _open_store
 
@@ -116,7 +124,107 @@ def _parse_bodies(
             added(log.commits[v])
 
 
-def read_log(location: str, storage_options: dict | None = None, *, prefetch_data: bool = False) -> TransactionLog:
+def _latest_configuration(log: TransactionLog) -> dict[str, str]:
+    """The configuration of the newest metaData among the commits read so far."""
+    for v in sorted(log.commits, reverse=True):
+        md = log.commits[v].metadata
+        if md is not None:
+            conf = md.get("configuration")
+            return dict(conf) if isinstance(conf, dict) else {}
+    return {}
+
+
+def _read_coordinated(log: TransactionLog, store: Any, coordinator: dict[str, Any] | None) -> None:
+    """For a coordinated-commits table (harness.deltalog.coordinated): add
+    the ratified commits not yet backfilled, from their staged files, and
+    note what the coordinator says beyond the file system."""
+    conf = _latest_configuration(log)
+    name = conf.get(COORDINATOR_KEY)
+    if not name:
+        return
+    tid = table_id(conf)
+    state = states_by_table_id(coordinator).get(tid) if tid else None
+    co = log.coordination = Coordination(name, tid, state)
+    staged: dict[int, list[str]] = {}
+    for n in store.list_staged():
+        if m := STAGED_RE.match(n):
+            staged.setdefault(int(m[1]), []).append(n)
+    backfilled_top = max([*log.commits, *log._unreadable], default=-1)
+    frontier = sorted((v, n) for v, names in staged.items() if v > backfilled_top for n in names)
+    if state is None:
+        co.undecided = [n for _, n in frontier]
+        if co.undecided:
+            log.problems.append(
+                LogProblem(
+                    "coordinator-state-missing",
+                    frontier[0][0],
+                    f"{len(co.undecided)} staged commit(s) past the last backfilled version {backfilled_top} "
+                    "(e.g. " + co.undecided[0] + "), and no coordinator state to say which it ratified",
+                )
+            )
+        return
+    ratified = {c.version: c for c in state.commits}
+    co.orphans = [n for v, n in frontier if v not in ratified or ratified[v].file_name != n]
+    bodies: list[tuple[int, Any]] = []
+    for v in sorted(ratified):
+        c = ratified[v]
+        if v in log.commits or v in log._unreadable:
+            continue  # backfilled: the file system's copy is the commit
+        rel = f"{LOG_DIR}/{STAGED_DIR}/{c.file_name}"
+        try:
+            bodies.append((v, store.read_rel(rel)))
+            co.unbackfilled.append(v)
+        except Exception as e:  # noqa: BLE001 - a ratified commit whose file is gone is lost, not an error
+            log.problems.append(
+                LogProblem(
+                    "missing-commit",
+                    v,
+                    f"the coordinator ratified {c.file_name} as version {v}, but it is neither backfilled nor "
+                    f"staged ({type(e).__name__})",
+                )
+            )
+            log._unreadable.add(v)
+    _parse_bodies(log, bodies)
+    top = state.ratified_version
+    have = max([*log.commits, *log._unreadable], default=-1)
+    if top is not None and top > have:
+        log.problems.append(
+            LogProblem(
+                "missing-commit",
+                have + 1,
+                f"the coordinator ratified versions up to {top}, but the log holds commits up to {have} only",
+            )
+        )
+
+
+def _timestamp_problems(log: TransactionLog) -> None:
+    """In-commit timestamps, where the table records them, must grow with
+    the version (the Delta protocol's rule; readers resolve time travel by
+    them)."""
+    prev: tuple[int, int] | None = None
+    for v in sorted(log.commits):
+        info = log.commits[v].commit_info or {}
+        ts = _int(info.get("inCommitTimestamp"))
+        if ts is None:
+            continue
+        if prev is not None and prev[0] == v - 1 and ts <= prev[1]:
+            log.problems.append(
+                LogProblem(
+                    "in-commit-timestamp",
+                    v,
+                    f"inCommitTimestamp {ts} is not greater than version {prev[0]}'s ({prev[1]})",
+                )
+            )
+        prev = (v, ts)
+
+
+def read_log(
+    location: str,
+    storage_options: dict | None = None,
+    *,
+    prefetch_data: bool = False,
+    coordinator: dict[str, Any] | None = None,
+) -> TransactionLog:
     """Read the transaction log of the table at `location`.
 
     `location` is a local path, ``file://...`` or ``s3://bucket/prefix``.
@@ -124,6 +232,11 @@ def read_log(location: str, storage_options: dict | None = None, *, prefetch_dat
     aws_secret_access_key, region_name (aws_session_token, and delta-rs'
     upper-case AWS_* names, are accepted too); absent ones fall back to
     boto3's defaults. Data files are read lazily by file_rows / rows_at.
+
+    coordinator: the state of the table's commit coordinator, as a run
+    keeps it ({"items": [DynamoDB items]}), for a coordinated-commits
+    table (harness.deltalog.coordinated); without it, staged commits past
+    the last backfilled version are undecided.
 
     prefetch_data=True says every data file will be read next, in log order
     (a checker replaying the log; see TransactionLog.prefetch_data_files):
@@ -156,6 +269,8 @@ def read_log(location: str, storage_options: dict | None = None, *, prefetch_dat
         else:
             _parse_bodies(log, map(fetch, commit_names), prefetch)
 
+    _read_coordinated(log, store, coordinator)
+    _timestamp_problems(log)
     if "_last_checkpoint" in names:
         try:
             lc = json.loads(store.read_rel(f"{LOG_DIR}/_last_checkpoint"))

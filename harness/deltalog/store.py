@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from harness.deltalog.names import _SCHEME_RE, LOG_DIR
+from harness.deltalog.names import _SCHEME_RE, LOG_DIR, STAGED_DIR
 
 # Threads for S3 reads: each GET is latency-bound, so many in flight pay off.
 _S3_WORKERS = 32
@@ -120,6 +120,11 @@ class _Store:
         """Names directly inside _delta_log (not in its subdirectories)."""
         raise NotImplementedError
 
+    def list_staged(self) -> list[str]:
+        """Names inside _delta_log/_staged_commits (a coordinated-commits
+        table's staged commits)."""
+        raise NotImplementedError
+
     def read_rel(self, rel: str) -> bytes:
         """An object by its (decoded) name relative to the table root."""
         raise NotImplementedError
@@ -150,8 +155,15 @@ class _LocalStore(_Store):
         self._root_str = str(root)
 
     def list_log(self) -> list[str]:
+        return self._files_in(self.root / LOG_DIR)
+
+    def list_staged(self) -> list[str]:
+        return self._files_in(self.root / LOG_DIR / STAGED_DIR)
+
+    @staticmethod
+    def _files_in(d: Path) -> list[str]:
         try:
-            with os.scandir(self.root / LOG_DIR) as it:
+            with os.scandir(d) as it:
                 return [e.name for e in it if e.is_file()]
         except (FileNotFoundError, NotADirectoryError):
             return []
@@ -192,6 +204,9 @@ class _S3Store(_Store):
 
     def list_log(self) -> list[str]:
         return [n for n in self._list(self._key(LOG_DIR + "/")) if n and "/" not in n]
+
+    def list_staged(self) -> list[str]:
+        return [n for n in self._list(self._key(f"{LOG_DIR}/{STAGED_DIR}/")) if n and "/" not in n]
 
     def read_rel(self, rel: str) -> bytes:
         return self.s3().get_object(Bucket=self.bucket, Key=self._key(rel))["Body"].read()

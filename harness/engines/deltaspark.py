@@ -144,7 +144,9 @@ def coordinator_conf(storage: Storage) -> dict[str, str]:
     its environment), so the fault proxy can tell them apart."""
     endpoint = storage.coordinator_endpoint()
     if endpoint is None:
-        raise HarnessError(f"--log-store {COORDINATED} needs a DynamoDB endpoint, and --storage {storage.kind} has none")
+        raise HarnessError(
+            f"--log-store {COORDINATED} needs a DynamoDB endpoint, and --storage {storage.kind} offers none"
+        )
     prefix = "spark.databricks.delta.properties.defaults.coordinatedCommits."
     return {
         prefix + "commitCoordinator-preview": "dynamodb",

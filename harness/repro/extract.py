@@ -15,6 +15,7 @@ from checkers.facts import commit_op_id, table_facts
 from harness.core.errors import HarnessError
 from harness.core.history import History, Op, load_history
 from harness.deltalog import read_log
+from harness.deltalog.coordinated import load_coordinator
 from harness.repro.schedule import OK, Schedule, Txn
 
 # Transactions one replay runs at most: a schedule is re-run for every
@@ -186,7 +187,7 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
         raise HarnessError(f"--anomaly {number}: the run has anomalies 1..{len(refs)}")
     ref = refs[number - 1]
     history = load_history(run_dir / "history.jsonl")
-    log = read_log(str(run_dir / "table"))
+    log = read_log(str(run_dir / "table"), coordinator=load_coordinator(run_dir))
     committed = op_versions(log)
     facts = table_facts(log)
     for op in history.client_ops():

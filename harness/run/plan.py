@@ -187,6 +187,16 @@ class TestPlan:
         )
 
     @property
+    def needs_coordinator(self) -> bool:
+        """Whether delta-spark commits through a commit coordinator, whose
+        DynamoDB the storage must then provide."""
+        return (
+            self.spec.log_store == COORDINATED
+            and self.spec.storage != "local"
+            and any(e.name == "delta-spark" for e in self.engines)
+        )
+
+    @property
     def engine(self) -> Engine:
         """The engine that creates the table."""
         return self.engines[0]

@@ -24,7 +24,10 @@ from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, Op
 from harness.core.storage import Storage
 from harness.core.table import TableDeclaration, TableSpec
 from harness.deltalog import copy_table
+from harness.deltalog.coordinated import COORDINATOR_FILE, dump_coordinator
 from harness.engines.base import Engine, Node
+from harness.engines.deltaspark import COORDINATOR_TABLE
+from harness.engines.spark import spark_uri
 from harness.run.cluster import RunCluster
 from harness.run.plan import TestPlan, package_versions
 from harness.run.progress import Progress
@@ -323,6 +326,7 @@ class Runner:
                     prefix=f"{self.run_dir.parent.name}/{self.run_dir.name}/",
                     proxy=self.spec.s3_proxy,
                     proxy_seed=self.spec.seed,
+                    coordinator=self.plan.needs_coordinator,
                 )
                 self.table_uri = self.storage.table_uri(TABLE_DIR)
                 self.progress.message(f"storage: {self.storage.kind}  table: {self.table_uri}")
@@ -512,3 +516,22 @@ class Runner:
             copy_table(self.table_uri, dest, self.storage.reader_options())
         except Exception as e:  # the run's history is still worth keeping
             self.progress.message(f"could not snapshot the table: {e}")
+        self._snapshot_coordinator()
+
+    def _snapshot_coordinator(self) -> None:
+        """The commit coordinator's state, which names the newest versions
+        where they are not backfilled yet: kept beside the table's copy."""
+        assert self.storage is not None
+        options = self.storage.coordinator_reader_options()
+        if not options or not any(e.uses_commit_coordinator(self.storage) for e in self.engines):
+            return
+        try:
+            doc = dump_coordinator(options, COORDINATOR_TABLE)
+        except Exception as e:  # noqa: BLE001 - check says what the missing state leaves undecided
+            self.progress.message(f"could not snapshot the commit coordinator: {type(e).__name__}: {e}")
+            return
+        # The run's tables only: the nodes' warm-up tables (local scratch
+        # paths of this machine) registered with the coordinator too.
+        root = spark_uri(self.table_uri)
+        doc["items"] = [i for i in doc["items"] if str(i.get("path", {}).get("S", "")).startswith(root)]
+        (self.run_dir / COORDINATOR_FILE).write_text(json.dumps(doc, indent=2) + "\n")

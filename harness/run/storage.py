@@ -33,6 +33,22 @@ DEFAULT_REGION = "us-east-1"
 PROXY_CLIENT_SECRET = "delta-jepsen-proxy"
 
 
+def _start_moto(name: str, log_path: str | os.PathLike[str], start_timeout: float) -> tuple[ManagedProcess, int]:
+    """moto's server (harness.run.moto_main) on a free loopback port, and the port."""
+    server = ManagedProcess(
+        name,
+        python_argv("harness.run.moto_main", "-H", "127.0.0.1", "-p", "0"),
+        log_path,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ).start()
+    try:
+        m = server.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", start_timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server, int(m.group(1))
+
+
 class LocalStorage(Storage):
     kind = "local"
 
@@ -97,6 +113,39 @@ class _S3(Storage):
     def _client_endpoint(self) -> str:
         return self._proxy_proc.endpoint if self._proxy_proc is not None else self.endpoint
 
+    # A moto server for DynamoDB alone, where the store serves no DynamoDB
+    # and a commit coordinator needs one (start_coordinator).
+    _dynamodb: ManagedProcess | None = None
+    _dynamodb_endpoint: str | None = None
+
+    def start_coordinator(self, log_path: str | os.PathLike[str], start_timeout: float = 30) -> None:
+        """A DynamoDB endpoint for commit coordinators: an embedded moto
+        of its own, on loopback, stopped with the storage."""
+        if self._dynamodb is not None:
+            return
+        self._dynamodb, port = _start_moto("moto_server (DynamoDB)", log_path, start_timeout)
+        self._dynamodb_endpoint = f"http://127.0.0.1:{port}"
+
+    def coordinator_endpoint(self) -> str | None:
+        return self._dynamodb_endpoint
+
+    def coordinator_reader_options(self) -> dict[str, str] | None:
+        """boto3 settings for the harness's own reads of the coordinator's
+        DynamoDB (straight to the server, never through the fault proxy)."""
+        endpoint = self._dynamodb_endpoint
+        if endpoint is None:
+            return None
+        return {
+            "endpoint_url": endpoint,
+            "aws_access_key_id": self._key("checker"),
+            "aws_secret_access_key": EMBEDDED_SECRET,
+            "region_name": self.region,
+        }
+
+    def _stop_coordinator(self) -> None:
+        if self._dynamodb is not None:
+            self._dynamodb.stop()
+
     def start_proxy(self, log_path: str | os.PathLike[str], seed: int | None = None) -> S3ProxyClient:
         """The fault proxy between the clients and this endpoint. Its stats
         land beside its log when the storage stops."""
@@ -128,7 +177,10 @@ class _S3(Storage):
             self._proxy_proc.stop()
 
     def stop(self) -> None:
-        self._stop_proxy()
+        try:
+            self._stop_proxy()
+        finally:
+            self._stop_coordinator()
 
     def reader_options(self) -> dict[str, str]:
         opts = {
@@ -174,7 +226,7 @@ class _Embedded(_S3):
 
     def stop(self) -> None:
         try:
-            self._stop_proxy()
+            super().stop()
         finally:
             self.server.stop()
 
@@ -193,28 +245,27 @@ class EmbeddedS3(_Embedded):
 
     kind = "s3"
 
-    def coordinator_endpoint(self) -> str | None:
-        # moto serves DynamoDB on the same port as S3.
-        return self._client_endpoint()
-
     def __init__(self, log_path: str | os.PathLike[str], prefix: str = "", start_timeout: float = 30):
         self.bucket = EMBEDDED_BUCKET
         self.prefix = prefix
         self.region = DEFAULT_REGION
-        self.server = ManagedProcess(
-            "moto_server",
-            python_argv("harness.run.moto_main", "-H", "127.0.0.1", "-p", "0"),
-            log_path,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        ).start()
+        self.server, self.port = _start_moto("moto_server", log_path, start_timeout)
         try:
-            m = self.server.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", start_timeout)
-            self.port = int(m.group(1))
             self.endpoint = f"http://127.0.0.1:{self.port}"
             self.boto3_client().create_bucket(Bucket=self.bucket)
         except Exception:
             self.server.stop()
             raise
+
+    def start_coordinator(self, log_path: str | os.PathLike[str], start_timeout: float = 30) -> None:
+        """moto serves DynamoDB on the same port as S3: nothing to start."""
+
+    def coordinator_endpoint(self) -> str | None:
+        # What the engines reach it at: through the fault proxy when there is one.
+        return self._client_endpoint()
+
+    def coordinator_reader_options(self) -> dict[str, str] | None:
+        return self.reader_options()
 
 
 class SeaweedS3(_Embedded):
@@ -278,9 +329,11 @@ def open_storage(
     prefix: str = "",
     proxy: bool = False,
     proxy_seed: int | None = None,
+    coordinator: bool = False,
 ) -> Storage:
     """`proxy`: put the S3 fault proxy between the clients and the store
-    (off by default: runs without S3 faults should not pay for it)."""
+    (off by default: runs without S3 faults should not pay for it).
+    `coordinator`: a DynamoDB endpoint for a commit coordinator too."""
     if kind == "local":
         if proxy:
             raise HarnessError("the S3 fault proxy needs --storage s3, seaweedfs or external-s3")
@@ -294,10 +347,12 @@ def open_storage(
         storage = ExternalS3(s3_endpoint, s3_bucket, prefix=prefix)
     else:
         raise HarnessError(f"unknown storage {kind!r}; valid: {', '.join(STORAGE_KINDS)}")
-    if proxy:
-        try:
+    try:
+        if coordinator:
+            storage.start_coordinator(run_dir / "logs" / "moto-dynamodb.log")
+        if proxy:
             storage.start_proxy(run_dir / "logs" / "s3proxy.log", seed=proxy_seed)
-        except BaseException:
-            storage.stop()
-            raise
+    except BaseException:
+        storage.stop()
+        raise
     return storage
