@@ -17,7 +17,10 @@ from typing import Any
 
 from checkers import CHECKERS
 from checkers.base import CheckResult, Verdict, combine
+from harness.check.evidence import name_replacing_commits
 from harness.check.report import REPORT_NAME, write_report
+from harness.core.contract import Breach, outside_contract_text
+from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, error_class_label, load_history
 from harness.deltalog import read_log
@@ -166,6 +169,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         except Exception as e:  # a checker bug must not hide the other verdicts
             results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
     _undecodable_rows_are_no_evidence(results, log)
+    name_replacing_commits(run_dir, history, log, results)
+    breaches = contract_breaches(spec.get("spec") if isinstance(spec.get("spec"), dict) else {})
+    _mark_outside_contract(results, breaches)
     store = run.get("store_self_check") if isinstance(run.get("store_self_check"), dict) else None
     protocols = spec.get("commit_protocols") if isinstance(spec.get("commit_protocols"), dict) else {}
     not_relying = _not_relying_on_put_if_absent(protocols)
@@ -193,6 +199,11 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         "checkers": [r.to_json() for r in results],
         "repro": spec.get("repro"),
         "commit_protocols": spec.get("commit_protocols") or {},
+        "contract": {
+            "inside": not breaches,
+            "outside": outside_contract_text(breaches),
+            "breaches": [b.to_json() for b in breaches],
+        },
         "store_self_check": (
             {**store, "anomalies_excused": excused, "engines_not_relying_on_put_if_absent": not_relying}
             if store is not None
@@ -365,6 +376,21 @@ def _store_failures_explain(
     return excused
 
 
+def _mark_outside_contract(results: list[CheckResult], breaches: list[Breach]) -> None:
+    """Each anomaly a breach of the run's contract explains says so, first
+    thing: the guarantee did not hold (the verdict stands), but not because
+    of an engine defect."""
+    if not breaches:
+        return
+    for r in results:
+        for a in r.anomalies:
+            why = [b.why for b in breaches if a.kind in b.explains]
+            if not why:
+                continue
+            a.details["outside_contract"] = "; ".join(why)
+            a.explanation = f"Outside contract ({'; '.join(why)}): {a.explanation}"
+
+
 def _no_evidence(run: dict[str, Any], log: Any) -> str:
     """Why there is nothing to check the history against, or ""."""
     if run.get("refused"):
@@ -454,6 +480,9 @@ def render_summary(
     run: dict[str, Any],
 ) -> str:
     lines = [f"verdict: {verdict.value.upper()}   ({run_dir})"]
+    outside = (doc.get("contract") or {}).get("outside")
+    if outside:
+        lines[0] = f"verdict: {verdict.value.upper()} ({outside})   ({run_dir})"
     store = doc.get("store_self_check")
     if isinstance(store, dict):
         line = f"store self-check: {store.get('summary', '?')}"

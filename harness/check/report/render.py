@@ -169,9 +169,21 @@ def _header(run_dir: Path, verdict: str, doc: dict[str, Any], spec: dict[str, An
         f'<header><h1 id="verdict" class="verdict">{verdict_badge(verdict)} {esc(_run_name(run_dir))}</h1>'
         f'<div class="sub">{_spec_line(spec)}</div>'
         + (f'<div class="sub" id="commit-protocol">commit protocol: {esc(commit)}</div>' if commit else "")
+        + _contract_line(doc)
         + _store_line(doc)
         + f'<div class="sub">{esc(counts)}</div></header>'
     )
+
+
+def _contract_line(doc: dict[str, Any]) -> str:
+    """A run configured outside its engines' or store's documented contract:
+    what follows from that is no engine defect, and the page says so next
+    to the verdict."""
+    outside = (doc.get("contract") or {}).get("outside")
+    if not outside:
+        return ""
+    colour = VERDICT_COLOURS["unknown"]
+    return f'<div class="sub" id="outside-contract" style="color:{colour};font-weight:600">{esc(outside)}</div>'
 
 
 def _store_line(doc: dict[str, Any]) -> str:
