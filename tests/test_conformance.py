@@ -14,7 +14,14 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass
 from harness.matrices.conformance import cells as C
-from harness.matrices.conformance.matrix import CellResult, check_data, render_markdown, run_cells, select
+from harness.matrices.conformance.matrix import (
+    CellResult,
+    check_data,
+    observe_read_versions,
+    render_markdown,
+    run_cells,
+    select,
+)
 from harness.matrices.conformance.rows import apply, initial_rows, plans, serial_outcomes
 from harness.matrices.conformance.verdict import (
     AVAILABILITY,
@@ -24,6 +31,7 @@ from harness.matrices.conformance.verdict import (
     EXCEPTION_CLASS,
     FAILED,
     NOOP,
+    RETRIED,
     SAFETY,
     UNCONTROLLED,
     UNJUDGED,
@@ -423,7 +431,7 @@ def test_markdown_lists_every_cell_and_deviation():
     assert "- **C16** (1):" in md and f"`{C16_S.id}`: deviates-safety" in md
     all_cells = md.split("## All cells")[1]
     assert len([line for line in all_cells.splitlines() if line.startswith("| ") and "claim" not in line]) == len(cells)
-    assert "| C16 | 1 |  | 1 |" in md  # per claim: cells, conforms, deviates-safety, ...
+    assert "| C16 | 1 |  |  | 1 |" in md  # per claim: cells, conforms, conforms-retried, deviates-safety, ...
 
 
 # -- delta-rs, real cells ----------------------------------------------------------------
@@ -480,9 +488,16 @@ def test_deltars_control_took_effect(deltars_sample):
         assert r.obs.level == r.cell.level and r.obs.level_source == "delta.isolationLevel at version 2", r.cell.id
         assert r.to_json()["judged_level"] == r.cell.level
         assert r.obs.winner.version == 3 and r.obs.winner.read_version == 2, r.cell.id
-        assert r.obs.loser.read_version == 2, r.cell.id
+        assert r.obs.loser.read_version == r.obs.loser.scheduled_read_version == 2, r.cell.id
         if r.obs.loser.status == COMMITTED:
             assert r.obs.loser.version == 4, r.cell.id
+            # The read version is the commit's; delta-rs records none for a
+            # blind append, and there the pinned object's version stands.
+            source = r.obs.loser.read_version_source
+            if r.cell.loser == C.INSERT:
+                assert source.endswith("its commit records no readVersion"), (r.cell.id, source)
+            else:
+                assert source == "commitInfo.readVersion of version 4", (r.cell.id, source)
 
 
 # What delta-rs 1.6.6 does, cell by cell: conforming cells, and the deviations
@@ -698,8 +713,19 @@ def test_sail_versions_are_observed_from_the_log_not_assumed():
         SailBackend._observe_versions(log, v0, "w.1", "l.1", w, lo, notes, hold_ok)
         return w, lo, notes
 
-    w, lo, notes = observe(log_with([[(1, "w.1")], [(2, "l.1")]]))
-    assert notes == [] and (w.version, w.read_version, lo.version, lo.read_version) == (v0 + 1, v0, v0 + 2, v0)
+    log = log_with([[(1, "w.1")], [(2, "l.1")]])
+    w, lo, notes = observe(log)
+    assert notes == [] and (w.version, lo.version) == (v0 + 1, v0 + 2)
+    # The schedule's versions; what each op read is the shared path's to say,
+    # and Sail's commits record no readVersion: the schedule's stand, so named.
+    assert (w.scheduled_read_version, lo.scheduled_read_version, lo.read_version) == (v0, v0, None)
+    obs = Observation(w, lo, True)
+    observe_read_versions(obs, log)
+    assert (w.read_version, lo.read_version) == (v0, v0) and not obs.loser_retried
+    assert lo.read_version_source == (
+        f"its commit PUT of version {v0 + 1} was held until the winner had committed it; "
+        "its commit records no readVersion"
+    )
     # The winner says it committed, but the log stops at v0: no evidence.
     w, lo, notes = observe(log_with([]), loser_status=FAILED)
     assert w.version is None and notes == [f"the winner reported success, but the log has no version {v0 + 1}"]
@@ -709,7 +735,165 @@ def test_sail_versions_are_observed_from_the_log_not_assumed():
     assert f"the loser's commit is version {v0 + 1}, not {v0 + 2}" in notes
     # A hold that did not take: the loser's read version is not known.
     w, lo, notes = observe(log_with([[(1, "w.1")], [(2, "l.1")]]), hold_ok=False)
-    assert lo.read_version is None
+    assert lo.scheduled_read_version is None and lo.read_version is None
+
+
+# delta-spark 4.0.1's OPTIMIZE after a concurrent SET TBLPROPERTIES, as its
+# loser's JVM logged it: the attempt on version 2 (txnId 40e1869d) checks for
+# conflicts with the winner's version 3 and never commits; a new transaction
+# (97a96c0b) on version 3 commits version 4.
+_JVM = "26/11/25 10:42:0{} INFO OptimisticTransaction: {}"
+RETRY_JVM_LOG = [
+    _JVM.format("2.120", "[tableId=33d6cd6f,txnId=40e1869d] Attempting to commit version 3 with 6 actions"),
+    _JVM.format("2.969", "[tableId=33d6cd6f,txnId=40e1869d] [attempt 1] Checking for conflicts with versions [3, 4)"),
+    _JVM.format("4.405", "[tableId=33d6cd6f,txnId=97a96c0b] Attempting to commit version 4 with 6 actions"),
+    _JVM.format("4.496", "Incremental commit: starting with snapshot version 3"),
+    _JVM.format("4.504", "[tableId=33d6cd6f,txnId=97a96c0b] Committed delta #4 to s3a://b/t/_delta_log"),
+]
+C17_OPT = C.Cell(C.SET_PROPERTIES, C.OPTIMIZE, S, C.UNPARTITIONED)
+
+
+def _commit_log(read_versions: dict[int, int | None], txn_ids: dict[int, str] | None = None, last: int = 4):
+    """A log of versions 0..last whose commitInfo records the given readVersions."""
+    from harness.deltalog import Commit, TransactionLog
+
+    commits = []
+    for v in range(last + 1):
+        info: dict = {"operation": "WRITE"}
+        if read_versions.get(v) is not None:
+            info["readVersion"] = read_versions[v]
+        if txn_ids and v in txn_ids:
+            info["txnId"] = txn_ids[v]
+        commits.append(Commit(v, [{"commitInfo": info}]))
+    return TransactionLog.from_commits(commits, {})
+
+
+def _c17_observation(loser_read_version: int | None, engine_log: list[str] | None = None) -> Observation:
+    """The C17 cell after the shared path read its log: the winner's SET
+    TBLPROPERTIES at 3, the loser's OPTIMIZE at 4, both put on 2 by the
+    schedule (the loser's existence check of 3 held)."""
+    winner = TxnResult(COMMITTED, version=3, scheduled_read_version=2, read_version_source="ran while held")
+    loser = TxnResult(
+        COMMITTED, version=4, scheduled_read_version=2, read_version_source="its existence check of version 3 was held"
+    )
+    obs = _obs(loser, added=0, meta=True, winner=winner, loser_engine_log=engine_log or [])
+    log = _commit_log({3: 2, 4: loser_read_version}, {4: "97a96c0b-25e0-491a-bb44-558c8099a66a"})
+    observe_read_versions(obs, log)
+    return obs
+
+
+def test_a_loser_retried_after_the_conflict_conforms_retried():
+    """The loser's attempt on v0 left no commit and its commit read the
+    winner's: the engine retried it as a new transaction. C17's conflict
+    happened, and the retry is judged as serial after the winner."""
+    obs = _c17_observation(3, RETRY_JVM_LOG)
+    lo = obs.loser
+    assert (lo.read_version, lo.scheduled_read_version, lo.read_version_source) == (
+        3,
+        2,
+        "commitInfo.readVersion of version 4",
+    )
+    assert obs.controlled and obs.loser_retried and obs.observed() == "committed (retried)"
+    verdict, why = judge(C17_OPT, C.expectation(C17_OPT), obs)
+    assert verdict == RETRIED and "attempt on version 2 left no commit" in why and "read version 3" in why
+    # The evidence, in the cell's result: the schedule, the commit's
+    # readVersion and txnId, and the JVM's lines, the committing txn's marked.
+    assert "its existence check of version 3 was held" in obs.retry[0]
+    assert "readVersion 3 and txnId 97a96c0b-25e0-491a-bb44-558c8099a66a" in obs.retry[1]
+    assert any(e.startswith("engine log: ") and "txnId=40e1869d] [attempt 1] Checking" in e for e in obs.retry)
+    assert any(
+        e.startswith("engine log (the committing transaction): ") and "Committed delta #4" in e for e in obs.retry
+    )
+    assert Observation.from_json(json.loads(json.dumps(obs.to_json()))) == obs
+    # A pass: a colour and a count of its own, never a deviation or exit 1.
+    from harness.check import junit
+    from harness.matrices.conformance.html import render_html
+    from harness.matrices.conformance.matrix import exit_code, junit_suite
+
+    r = CellResult(C17_OPT, C.expectation(C17_OPT), obs, verdict, why)
+    md = render_markdown("delta-spark", [r], 1.0, {})
+    assert "| C17 | 1 |  | 1 |" in md and "## Cells that conform through the engine's retry" in md
+    assert (
+        "## Deviations, by claim\n\nnone" in md
+        and "| must conflict | committed (retried) | - | conforms-retried |" in md
+    )
+    doc = {"engine": "delta-spark", "cells": [r.to_json()], "counts": {RETRIED: 1}}
+    page = render_html(doc)
+    assert "conforms-retried 1" in page and "Checking for conflicts with versions [3, 4)" in page
+    (case,) = junit_suite(doc).cases
+    assert case.outcome == junit.PASS and "retry: " in (case.system_out or "")
+    assert exit_code(Counter({RETRIED: 12, CONFORMS: 3})) == 0
+    # The table and the checker still judge the retry: a wrong table is safety.
+    obs.data_violation = "C14: missing (id 1, ...)"
+    assert _judge(C17_OPT, obs) == SAFETY
+    obs.data_violation, obs.checker_verdict = None, "unknown"
+    assert _judge(C17_OPT, obs) == UNJUDGED
+
+
+def test_a_loser_committed_on_the_stale_snapshot_is_still_a_safety_deviation():
+    """A loser whose commit read a snapshot without the winner's commit went
+    in past the conflict C17 requires: deviates-safety, the read version in
+    the why. No readVersion in the commit (Sail) proves no retry either, nor
+    does a read version the log did not give."""
+    stale = _c17_observation(2, RETRY_JVM_LOG)
+    assert stale.loser.read_version == 2 and not stale.loser_retried and stale.retry == []
+    verdict, why = judge(C17_OPT, C.expectation(C17_OPT), stale)
+    assert verdict == SAFETY and stale.observed() == "committed"
+    assert "from version 2 (commitInfo.readVersion of version 4), a snapshot without the winner's commit" in why
+    silent = _c17_observation(None)
+    assert silent.loser.read_version == 2 and silent.loser.read_version_source.endswith("records no readVersion")
+    assert _judge(C17_OPT, silent) == SAFETY
+    assumed = _obs(
+        TxnResult(COMMITTED, version=4, read_version=3, scheduled_read_version=2, read_version_source="assumed"),
+        winner=TxnResult(COMMITTED, version=3),
+    )
+    assert not assumed.loser_retried and _judge(C17_OPT, assumed) == SAFETY
+
+
+def test_read_versions_come_from_each_commit_and_a_stale_one_is_uncontrolled():
+    from harness.matrices.conformance.matrix import two_txn_history
+
+    # A commit that read an older snapshot than the schedule gave it: the
+    # control did not take effect (the winner must have read v0 exactly).
+    obs = _c17_observation(1)
+    assert not obs.controlled and "records readVersion 1, not the version 2" in obs.control_note
+    obs = _obs(
+        TxnResult(FAILED, "MetadataChangedException", scheduled_read_version=2),
+        winner=TxnResult(COMMITTED, version=3, scheduled_read_version=2),
+    )
+    observe_read_versions(obs, _commit_log({3: 1}))
+    assert not obs.controlled and "the winner's commit, version 3, records readVersion 1" in obs.control_note
+    assert obs.loser.read_version == 2  # no commit: the schedule's
+    # A retry is the loser's one commit, right after the winner's: a commit
+    # after it is no two-transaction schedule, and one later than the next
+    # version is no retry the harness can vouch for.
+    obs = _obs(
+        TxnResult(COMMITTED, version=4, scheduled_read_version=2),
+        winner=TxnResult(COMMITTED, version=3, scheduled_read_version=2),
+    )
+    observe_read_versions(obs, _commit_log({3: 2, 4: 3}, last=5))
+    assert obs.loser_retried and not obs.controlled and "versions [5] follow the loser's commit" in obs.control_note
+    obs = _obs(
+        TxnResult(COMMITTED, version=5, scheduled_read_version=2),
+        winner=TxnResult(COMMITTED, version=3, scheduled_read_version=2),
+    )
+    observe_read_versions(obs, _commit_log({3: 2, 5: 3}, last=5))
+    assert obs.loser.read_version == 3 and not obs.loser_retried and obs.retry == []
+    # A retried loser read the winner's commit: only the history order is
+    # allowed, at WriteSerializable too, and its transaction began after it.
+    ws = C.Cell(C.INSERT, C.DELETE_ALL, WS, C.UNPARTITIONED)
+    w, loser = plans(ws)
+    reversed_order = apply(w, apply(loser, initial_rows()))
+    retried = _c17_observation(3)
+    assert check_data(ws, _obs(TxnResult(COMMITTED, version=4)), _FakeLog(reversed_order)) is None
+    assert check_data(ws, retried, _FakeLog(reversed_order)).startswith("C15:")
+    assert check_data(ws, retried, _FakeLog(apply(loser, apply(w, initial_rows())))) is None
+    events = [(e.process, e.type) for e in two_txn_history(C17_OPT, retried, S).events if e.process in (1, 2)]
+    assert events == [(1, "invoke"), (1, "ok"), (2, "invoke"), (2, "ok")]
+    events = [
+        (e.process, e.type) for e in two_txn_history(C17_OPT, _c17_observation(2), S).events if e.process in (1, 2)
+    ]
+    assert events == [(1, "invoke"), (2, "invoke"), (1, "ok"), (2, "ok")]
 
 
 def test_a_compaction_loser_that_completes_as_a_no_op_conforms_where_it_cannot_conflict():

@@ -10,7 +10,14 @@ import pytest
 
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.matrix import CellResult, run_cells
-from harness.matrices.conformance.verdict import AVAILABILITY, CONFORMS, UNCONTROLLED, V_ERROR, V_UNSUPPORTED
+from harness.matrices.conformance.verdict import (
+    AVAILABILITY,
+    CONFORMS,
+    RETRIED,
+    UNCONTROLLED,
+    V_ERROR,
+    V_UNSUPPORTED,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +32,7 @@ SAMPLE = [
     C.Cell(C.CREATE, C.CREATE, S, C.UNPARTITIONED),
     C.Cell(C.UPDATE, C.UPDATE, WS, C.UNPARTITIONED),
     C.Cell(C.MERGE, C.OPTIMIZE, S, C.UNPARTITIONED, dv=True),
+    C.Cell(C.SET_PROPERTIES, C.OPTIMIZE, S, C.UNPARTITIONED),
 ]
 
 
@@ -59,7 +67,13 @@ def test_cells_are_controlled_and_deterministic(sample):
     for r in sample[0]:
         assert r.verdict not in (UNCONTROLLED, V_ERROR), (r.cell.id, r.why, r.obs.control_note)
         if r.verdict != V_UNSUPPORTED and r.cell.winner != C.CREATE:
-            assert r.obs.controlled and r.obs.winner.version == 3 and r.obs.loser.read_version == 2, r.cell.id
+            assert r.obs.controlled and r.obs.winner.version == 3, r.cell.id
+            assert r.obs.winner.read_version == r.obs.loser.scheduled_read_version == 2, r.cell.id
+            # A committed loser's read version is its commit's readVersion.
+            retried = r.verdict == RETRIED
+            assert r.obs.loser.read_version == (3 if retried else 2), r.cell.id
+            if r.obs.loser.status == "committed":
+                assert r.obs.loser.read_version_source == "commitInfo.readVersion of version 4", r.cell.id
 
 
 # What delta-spark 4.0.1 does on these cells (README, conformance matrix).
@@ -79,6 +93,9 @@ VERDICTS = {
     # commits remove(F) + add(F, DV) + new files, and the OPTIMIZE then fails
     # with ConcurrentDeleteReadException (E2).
     "unpartitioned+dv/Serializable/merge>optimize": (AVAILABILITY, "failed E2"),
+    # C17: OPTIMIZE's attempt on version 2 conflicts with the metadata change;
+    # delta-spark retries it as a new transaction on version 3, which commits.
+    "unpartitioned/Serializable/set-properties>optimize": (RETRIED, "committed (retried)"),
 }
 
 
@@ -86,6 +103,21 @@ def test_outcomes_per_cell(sample):
     assert {r.cell.id: (r.verdict, r.obs.observed()) for r in sample[0]} == VERDICTS
     ws = {r.cell.id: r for r in sample[0]}["unpartitioned/WriteSerializable/update>update"]
     assert "delta.isolationLevel must be Serializable" in ws.obs.winner.raw
+
+
+def test_optimize_retried_after_a_metadata_change_is_recognised(sample):
+    """The retry's evidence: the loser's commit read version 3 (the winner's),
+    and its JVM logged an attempt that checked for conflicts with version 3
+    under another txnId than the one that committed version 4."""
+    r = {r.cell.id: r for r in sample[0]}["unpartitioned/Serializable/set-properties>optimize"]
+    assert r.obs.loser_retried and r.obs.loser.version == 4 and r.obs.data_violation is None
+    assert r.obs.checker_verdict == "valid", r.obs.checker_note
+    assert "records readVersion 3 and txnId " in r.obs.retry[1]
+    committing = [e for e in r.obs.retry if e.startswith("engine log (the committing transaction): ")]
+    assert any("Committed delta #4" in e for e in committing), r.obs.retry
+    assert any(
+        e.startswith("engine log: ") and "Checking for conflicts with versions [3, 4)" in e for e in r.obs.retry
+    ), r.obs.retry
 
 
 def test_deletion_vectors_are_applied(sample):

@@ -12,6 +12,12 @@ conflict checker against v0+1 and commits v0+2 or fails. Verified per cell:
 the held request was the HEAD of version v0+1, it found the winner's commit
 (200), the winner's commit is v0+1 (its userMetadata), and the loser's
 commit, if any, is v0+2; otherwise the cell is uncontrolled.
+
+OPTIMIZE takes a lost race its own way: on a conflict it starts a new
+transaction on the latest snapshot and commits its files again if they are
+all still there. What the loser's JVM logged during the cell (its commit
+attempts, each under its own txnId) is kept with the cell, beside what its
+commit says it read.
 """
 
 from __future__ import annotations
@@ -26,9 +32,15 @@ from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngin
 from harness.engines.spark import DeltaSparkClient
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.rows import APP_ID, OpPlan, table_spec
-from harness.matrices.conformance.sail_backend import NODE_TIMEOUT_S, SailBackend
+from harness.matrices.conformance.sail_backend import LOSER, NODE_TIMEOUT_S, SailBackend
 from harness.matrices.conformance.verdict import UNSUPPORTED, Observation, TxnResult
 from harness.run.storage import open_storage
+
+# The loggers whose lines say what a commit attempt did (LOG4J2 in
+# harness/engines/deltaspark.py keeps OptimisticTransaction's at INFO, and
+# every logger's warnings).
+_COMMIT_LOGGERS = (" OptimisticTransaction: ", " OptimizeExecutor: ")
+_MAX_LOG_LINES = 20
 
 
 def _bucket_key(uri: str) -> tuple[str, str]:
@@ -119,9 +131,29 @@ class DeltaSparkBackend(SailBackend):
                 f"delta-spark refused to create the cell's table ({dict(table_spec(cell).properties)}): {refusal}",
             )
             return Observation(r, r, True)
+        log_path, start = self._log_end(LOSER)
         obs = self._run_create(cell, uri) if cell.winner == C.CREATE else self._run_pair(cell, uri)
+        obs.loser_engine_log = self._commit_lines(log_path, start)
         obs.table, obs.seconds = uri, round(time.monotonic() - t0, 3)
         return obs
+
+    def _log_end(self, node: str) -> tuple[Path | None, int]:
+        log = self.nodes[node].log
+        path = Path(log) if log else None
+        return path, (path.stat().st_size if path is not None and path.exists() else 0)
+
+    @staticmethod
+    def _commit_lines(path: Path | None, start: int) -> list[str]:
+        """The commit lines a node logged since `start`. A worker runs one
+        cell at a time and only the loser runs on its node, so they are the
+        loser's."""
+        if path is None or not path.exists():
+            return []
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            text = fh.read().decode(errors="replace")
+        lines = [line.strip()[:400] for line in text.splitlines() if any(k in line for k in _COMMIT_LOGGERS)]
+        return lines[:_MAX_LOG_LINES]
 
     @staticmethod
     def execute(client: DeltaSparkClient, plan: OpPlan, table: TableSpec) -> None:  # type: ignore[override]

@@ -20,6 +20,8 @@ from harness.matrices.conformance.verdict import (
     AVAILABILITY,
     CONFORMS,
     EXCEPTION_CLASS,
+    PASSES,
+    RETRIED,
     SAFETY,
     UNCONTROLLED,
     UNJUDGED,
@@ -34,6 +36,8 @@ __all__ = ["COLOURS", "render_html"]
 # judge are in colours of their own, never green.
 COLOURS = {
     CONFORMS: VERDICT_COLOURS["valid"],
+    # A pass, in a darker green: the engine retried the loser.
+    RETRIED: "#3d8b40",
     SAFETY: VERDICT_COLOURS["invalid"],
     AVAILABILITY: "#e8743b",
     EXCEPTION_CLASS: "#c9a227",
@@ -45,6 +49,7 @@ COLOURS = {
 # What a grid cell shows beside its claim; the full name is in its tooltip.
 SHORT = {
     CONFORMS: "ok",
+    RETRIED: "ok retry",
     SAFETY: "SAFETY",
     AVAILABILITY: "avail",
     EXCEPTION_CLASS: "class",
@@ -144,7 +149,10 @@ def _txn(label: str, t: dict[str, Any]) -> str:
     if t.get("version") is not None:
         parts.append(f"committed version {esc(t['version'])}")
     if t.get("read_version") is not None:
-        parts.append(f"read version {esc(t['read_version'])}")
+        source = f" ({esc(t['read_version_source'])})" if t.get("read_version_source") else ""
+        parts.append(f"read version {esc(t['read_version'])}{source}")
+    if t.get("scheduled_read_version") not in (None, t.get("read_version")):
+        parts.append(f"put on version {esc(t['scheduled_read_version'])} by the schedule")
     raw = f"<details><summary>raw error</summary>{_pre(t['raw'])}</details>" if t.get("raw") else ""
     return f"<tr><th>{esc(label)}</th><td>{', '.join(parts)}{raw}</td></tr>"
 
@@ -179,6 +187,10 @@ def _evidence(cell: dict[str, Any]) -> str:
         ("why", _pre(cell.get("why"))),
         ("checker", checker_html),
     ]
+    if obs.get("retry"):
+        rows.append(("retry", _pre("\n".join(obs["retry"]))))
+    elif obs.get("loser_engine_log"):
+        rows.append(("loser's engine log", _pre("\n".join(obs["loser_engine_log"]))))
     if obs.get("data_violation"):
         rows.append(("data", _pre(obs["data_violation"])))
     if not obs.get("controlled", True) or obs.get("control_note"):
@@ -247,7 +259,7 @@ def _deviations(cells: list[dict[str, Any]]) -> str:
         f'<b style="color:{COLOURS.get(str(c.get("verdict")), "#333")}">{esc(c.get("verdict"))}</b> '
         f"({esc(c.get('claim'))}): {esc(str(c.get('why') or '')[:300])}</li>"
         for n, c in enumerate(cells)
-        if c.get("verdict") != CONFORMS
+        if c.get("verdict") not in PASSES
     ]
     return f"<ul>{''.join(items)}</ul>" if items else "<p>none</p>"
 

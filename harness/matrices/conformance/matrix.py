@@ -39,10 +39,13 @@ from harness.matrices.conformance.html import render_html
 from harness.matrices.conformance.rows import COLUMNS, SETUP, plans, serial_outcomes
 from harness.matrices.conformance.verdict import (
     AVAILABILITY,
+    COMMIT_READ_VERSION,
     COMMITTED,
     ERROR,
     EXCEPTION_CLASS,
     NOOP,
+    PASSES,
+    RETRIED,
     SAFETY,
     UNCONTROLLED,
     UNJUDGED,
@@ -111,6 +114,9 @@ def check_data(cell: C.Cell, obs: Observation, log: Any) -> str | None:
     wp, lp = plans(cell)
     both = obs.loser.status == COMMITTED
     outcomes = serial_outcomes(wp, lp, both, cell.level)
+    if obs.loser_retried:
+        # The retry read the winner's commit: it comes after it in any order.
+        outcomes = {"history order": outcomes["history order"]}
     if got in outcomes.values():
         return None
     name, want = next(iter(outcomes.items()))
@@ -146,8 +152,12 @@ def two_txn_history(cell: C.Cell, obs: Observation, default_isolation: str) -> H
         add("setup", INVOKE, "append", op_id)
         add("setup", OK, "append", op_id, None, n)
     add(1, INVOKE, wp.kind, wp.op_id, wp.history_value())
-    add(2, INVOKE, lp.kind, lp.op_id, lp.history_value())
+    if not obs.loser_retried:
+        add(2, INVOKE, lp.kind, lp.op_id, lp.history_value())
     for process, plan, res in ((1, wp, obs.winner), (2, lp, obs.loser)):
+        if process == 2 and obs.loser_retried:
+            # The transaction that committed began after the winner's commit.
+            add(2, INVOKE, lp.kind, lp.op_id, lp.history_value())
         if res.status in (COMMITTED, NOOP):
             add(process, OK, plan.kind, plan.op_id, None, res.version)
         else:
@@ -181,13 +191,74 @@ def resolve_loser(obs: Observation, log: Any) -> None:
     lo, v = obs.loser, len(SETUP) + 2
     if lo.status != ERROR or log.latest_version is None or log.latest_version < v:
         return
-    obs.loser = TxnResult(
-        COMMITTED,
-        lo.cls,
-        f"reported {lo.cls}, but its commit is in the log at version {v}: {lo.raw}",
-        version=v,
-        read_version=lo.read_version,
+    obs.loser = replace(
+        lo, status=COMMITTED, raw=f"reported {lo.cls}, but its commit is in the log at version {v}: {lo.raw}", version=v
     )
+
+
+def observe_read_versions(obs: Observation, log: Any) -> None:
+    """Each op's read version is what its commit says (commitInfo.readVersion),
+    for every engine alike; the snapshot the schedule put it on stands only
+    where the op has no commit or its commit records none (Sail). A commit
+    that read an older snapshot than the schedule gave it means the control
+    did not take effect. A loser whose commit read the winner's commit was
+    retried by its engine as a new transaction: the evidence is kept."""
+    scheduled_by = {}
+    for side, t in (("winner", obs.winner), ("loser", obs.loser)):
+        scheduled, scheduled_by[side] = t.scheduled_read_version, t.read_version_source
+        t.read_version = scheduled
+        commit = log.commits[t.version] if t.status == COMMITTED and t.version in log.commits else None
+        if commit is None or commit.read_version is None:
+            if commit is not None and scheduled is not None:
+                t.read_version_source = f"{scheduled_by[side]}; its commit records no readVersion"
+            continue
+        t.read_version = commit.read_version
+        t.read_version_source = f"{COMMIT_READ_VERSION} of version {t.version}"
+        if scheduled is not None and (t.read_version < scheduled or (side == "winner" and t.read_version != scheduled)):
+            obs.controlled = False
+            obs.control_note = "; ".join(
+                filter(
+                    None,
+                    [
+                        obs.control_note,
+                        f"the {side}'s commit, version {t.version}, records readVersion {t.read_version}, "
+                        f"not the version {scheduled} the schedule put it on",
+                    ],
+                )
+            )
+    if obs.loser_retried:
+        later = [v for v in log.versions if obs.loser.version is not None and v > obs.loser.version]
+        obs.retry = retry_evidence(obs, log, scheduled_by["loser"], later)
+        if later:
+            obs.controlled = False
+            obs.control_note = "; ".join(
+                filter(None, [obs.control_note, f"versions {later} follow the loser's commit: not two transactions"])
+            )
+
+
+def retry_evidence(obs: Observation, log: Any, scheduled_by: str, later: list[int]) -> list[str]:
+    """Why the loser's commit is a retry: the snapshot the schedule put it
+    on, what its commit says it read, and the engine's own lines, the
+    committing transaction's told apart by the commit's txnId."""
+    lo, w = obs.loser, obs.winner
+    info = log.commits[lo.version].commit_info or {}
+    txn_id = str(info.get("txnId") or "")
+    out = [
+        f"the schedule put the loser on version {lo.scheduled_read_version} ({scheduled_by}); "
+        + (
+            f"versions {later} follow its commit"
+            if later
+            else "its attempt from there left no commit: its commit, right after the winner's, is the log's last"
+        ),
+        f"its commit, version {lo.version}, records readVersion {lo.read_version}"
+        + (f" and txnId {txn_id}" if txn_id else "")
+        + f": a new transaction, on a snapshot holding the winner's commit (version {w.version})",
+    ]
+    short = txn_id.split("-")[0]
+    for line in obs.loser_engine_log:
+        whose = "engine log (the committing transaction)" if short and short in line else "engine log"
+        out.append(f"{whose}: {line}")
+    return out
 
 
 def judged_cell(cell: C.Cell, obs: Observation) -> C.Cell:
@@ -209,6 +280,7 @@ def post_check(
     if log.latest_version is not None:
         obs.level, obs.level_source = carried_level(log, default_isolation)
     resolve_loser(obs, log)
+    observe_read_versions(obs, log)
     if not obs.controlled or obs.winner.status != COMMITTED:
         return
     cell = judged_cell(cell, obs)
@@ -411,7 +483,7 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
         n = per_claim[claim]
         lines.append(f"| {claim} | {sum(n.values())} | " + " | ".join(str(n[v] or "") for v in VERDICTS) + " |")
     lines += ["", "## Deviations, by claim", ""]
-    devs = [r for r in results if r.verdict not in ("conforms",)]
+    devs = [r for r in results if r.verdict not in PASSES]
     by_claim: dict[str, list[CellResult]] = {}
     for r in devs:
         by_claim.setdefault(r.expectation.claim, []).append(r)
@@ -422,6 +494,19 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
             lines.append(f"  - `{r.cell.id}`: {r.verdict}: {why}")
     if not devs:
         lines.append("none")
+    retried = [r for r in results if r.verdict == RETRIED]
+    if retried:
+        lines += [
+            "",
+            "## Cells that conform through the engine's retry",
+            "",
+            "The loser's attempt on the snapshot the schedule gave it left no commit; the engine committed it as a "
+            "new transaction on a snapshot holding the winner's commit. The evidence, per cell:",
+            "",
+        ]
+        for r in retried:
+            lines.append(f"- `{r.cell.id}` ({r.expectation.claim}):")
+            lines += [f"  - {e if len(e) <= 300 else e[:300] + ' ...'}" for e in r.obs.retry]
     ambiguous: dict[str, list[CellResult]] = {}
     for r in results:
         if r.expectation.ambiguous:
@@ -502,6 +587,7 @@ def junit_suite(doc: dict[str, Any]) -> junit.Suite:
                 f"observed: {c.get('observed')}",
                 f"checker: {obs.get('checker_verdict') or 'not run'}",
                 *([f"why: {why}"] if why else []),
+                *(f"retry: {e}" for e in obs.get("retry") or []),
                 *(line for line in raw if not line.endswith(": None") and not line.endswith(": ")),
             ]
         )
@@ -554,7 +640,7 @@ def run_conformance(
 
     def progress(r: CellResult) -> None:
         bar.finished(r.cell.id, r.verdict)
-        if verbose and r.verdict != "conforms":
+        if verbose and r.verdict not in PASSES:
             print(
                 f"{r.cell.id}: {r.verdict} ({r.expectation.claim}: expected {r.expectation.outcome.value}, "
                 f"observed {r.obs.observed()})",

@@ -245,21 +245,26 @@ class SailBackend:
         notes: list[str],
         hold_ok: bool,
     ) -> None:
-        """Versions from the log, not assumed: the engine reports none (Sail
-        writes no readVersion). The loser was held at its commit of v0+1
-        until the winner finished, so a commit at v0+1 is the winner's, and
-        the loser read v0 (it was committing v0+1); rows tagged with an op's
-        id, where it wrote any, must sit at that op's version. Without that
+        """Versions from the log, not assumed: the engine reports none. The
+        loser was held at its commit of v0+1 until the winner finished, so a
+        commit at v0+1 is the winner's, and the schedule put the loser on v0
+        (it was committing v0+1; what its commit says it read is
+        matrix.observe_read_versions' to tell); rows tagged with an op's id,
+        where it wrote any, must sit at that op's version. Without that
         evidence the cell is uncontrolled."""
 
         facts = table_facts(log)
         if hold_ok:
-            loser.read_version = v0  # its held commit was of v0+1
+            loser.scheduled_read_version = v0
+            loser.read_version_source = (
+                f"its {cls.held_request} of version {v0 + 1} was held until the winner had committed it"
+            )
         if winner.status == COMMITTED:
             if v0 + 1 not in log.commits:
                 notes.append(f"the winner reported success, but the log has no version {v0 + 1}")
             else:
-                winner.version, winner.read_version = v0 + 1, v0
+                winner.version, winner.scheduled_read_version = v0 + 1, v0
+                winner.read_version_source = f"it ran while the loser was held, on the table at version {v0}"
             tagged = facts.commit_version(winner_op)
             if tagged is not None and tagged != v0 + 1:
                 notes.append(f"the winner's rows first appear at version {tagged}, not {v0 + 1}")

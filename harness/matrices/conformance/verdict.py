@@ -1,7 +1,12 @@
 """A cell's observation and its verdict against the spec's expectation.
 
-Verdicts: conforms; deviates-safety (committed where the spec requires a
-conflict, or a committed table no allowed serial order produces);
+Verdicts: conforms; conforms-retried (the loser's attempt on the snapshot
+the schedule gave it did not commit, and the engine committed it as a new
+transaction on a snapshot holding the winner's commit: what any conflict
+required happened, and the retry is judged as serial after the winner);
+deviates-safety (committed where the spec requires a conflict, from a
+snapshot without the winner's commit, or a committed table no allowed
+serial order produces);
 deviates-availability (a conflict where the spec says cannot conflict);
 deviates-exception-class (the right outcome, reported with a class the
 E-list does not give for it); unsupported; uncontrolled (the schedule did
@@ -26,8 +31,11 @@ COMMITTED, FAILED, UNSUPPORTED, ERROR = "committed", "failed", "unsupported", "e
 # would duplicate rows.
 NOOP = "no-op"
 NOT_RUN = "not run"  # the other op of the cell is unsupported
+# read_version_source of a read version taken from the op's own commit.
+COMMIT_READ_VERSION = "commitInfo.readVersion"
 
 CONFORMS = "conforms"
+RETRIED = "conforms-retried"
 SAFETY = "deviates-safety"
 AVAILABILITY = "deviates-availability"
 EXCEPTION_CLASS = "deviates-exception-class"
@@ -35,7 +43,8 @@ V_UNSUPPORTED = "unsupported"
 UNCONTROLLED = "uncontrolled"
 V_ERROR = "error"
 UNJUDGED = "unjudged"
-VERDICTS = (CONFORMS, SAFETY, AVAILABILITY, EXCEPTION_CLASS, V_UNSUPPORTED, UNCONTROLLED, V_ERROR, UNJUDGED)
+VERDICTS = (CONFORMS, RETRIED, SAFETY, AVAILABILITY, EXCEPTION_CLASS, V_UNSUPPORTED, UNCONTROLLED, V_ERROR, UNJUDGED)
+PASSES = (CONFORMS, RETRIED)
 
 
 @dataclass
@@ -44,7 +53,14 @@ class TxnResult:
     cls: str | None = None  # ErrorClass value, for failed / error
     raw: str = ""
     version: int | None = None  # committed version, from the log
-    read_version: int | None = None  # the snapshot the op ran on
+    # The snapshot its commit says it read (commitInfo.readVersion), else the
+    # one the schedule put it on; the backend sets only the latter, and
+    # matrix.observe_read_versions the former, for every engine alike.
+    read_version: int | None = None
+    # The snapshot the schedule put it on (its first attempt's): a pinned
+    # table object, or the version before the one its held request was for.
+    scheduled_read_version: int | None = None
+    read_version_source: str = ""
 
     @property
     def claim(self) -> str | None:
@@ -83,6 +99,30 @@ class Observation:
     # recorded, else the engine's default; and where it came from.
     level: str | None = None
     level_source: str | None = None
+    # Why the loser's commit is a retry (empty if it is none): its schedule,
+    # its commit's readVersion and txnId, and the engine's own log lines.
+    retry: list[str] = field(default_factory=list)
+    # What the loser's engine logged about its commit attempts during the
+    # cell (delta-spark: its JVM's OptimisticTransaction lines).
+    loser_engine_log: list[str] = field(default_factory=list)
+
+    @property
+    def loser_retried(self) -> bool:
+        """The schedule put the loser on a snapshot without the winner's
+        commit, and its one commit, right after the winner's, is a new
+        transaction's that read a snapshot holding it: the attempt from the
+        schedule's snapshot left no commit, and the engine retried it. Only a
+        commit's own readVersion says so; an assumed one never does."""
+        lo, w = self.loser, self.winner
+        return (
+            lo.status == COMMITTED
+            and w.version is not None
+            and lo.version == w.version + 1
+            and lo.read_version is not None
+            and lo.scheduled_read_version is not None
+            and lo.scheduled_read_version < w.version <= lo.read_version
+            and lo.read_version_source.startswith(COMMIT_READ_VERSION)
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +141,8 @@ class Observation:
             return "uncontrolled"
         if self.winner.status != COMMITTED:
             return f"winner {self.winner.label()}"
+        if self.loser_retried:
+            return f"{COMMITTED} (retried)"
         return self.loser.label()
 
 
@@ -126,7 +168,7 @@ def allowed_classes(cell: Cell, exp: Expectation, obs: Observation) -> frozenset
 def judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
     """(verdict, why)."""
     verdict, why = _judge(cell, exp, obs)
-    if verdict == CONFORMS and obs.checker_verdict == "unknown":
+    if verdict in PASSES and obs.checker_verdict == "unknown":
         # The outcome is as the spec says, but whether the committed table is
         # right is not known: no pass on data the harness could not judge.
         return UNJUDGED, f"the serializability checker could not judge the table: {obs.checker_note[:300]}"
@@ -155,8 +197,11 @@ def _judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
             )
         return CONFORMS, ""
     if lo.status == COMMITTED:
+        if obs.loser_retried:
+            return RETRIED, _retried_why(exp, obs)
         if exp.outcome is Outcome.MUST_CONFLICT:
-            return SAFETY, f"{exp.claim}: the loser committed at version {lo.version} where a conflict is required"
+            why = f"the loser committed at version {lo.version} {_snapshot(obs)}, where a conflict is required"
+            return SAFETY, f"{exp.claim}: {why}"
         return CONFORMS, ""
     if lo.status == ERROR:
         return V_ERROR, f"the loser failed with no conflict: {lo.raw[:200]}"
@@ -169,3 +214,28 @@ def _judge(cell: Cell, exp: Expectation, obs: Observation) -> tuple[str, str]:
             f"{'/'.join(sorted(allowed)) or 'no class'} for what the winner did"
         )
     return CONFORMS, ""
+
+
+def _snapshot(obs: Observation) -> str:
+    lo, w = obs.loser, obs.winner.version
+    if lo.read_version is None:
+        return "(its read version is not known)"
+    read = f"from version {lo.read_version} ({lo.read_version_source})"
+    if w is not None and lo.read_version < w:
+        return f"{read}, a snapshot without the winner's commit (version {w})"
+    return f"{read}, and nothing shows that an attempt on an earlier snapshot was refused"
+
+
+def _retried_why(exp: Expectation, obs: Observation) -> str:
+    lo = obs.loser
+    what = {
+        Outcome.MUST_CONFLICT: "the conflict the claim requires happened, and the retry is no concurrent write",
+        Outcome.CAN_CONFLICT: "the spec allows the conflict",
+        Outcome.MUST_COMMIT: "the spec says they cannot conflict; the engine's retry kept the statement from failing",
+    }[exp.outcome]
+    return (
+        f"{exp.claim}: the loser's attempt on version {lo.scheduled_read_version} left no commit; the engine "
+        f"committed it at version {lo.version} as a new transaction that read version {lo.read_version}, which "
+        f"holds the winner's commit ({obs.winner.version}): {what}; the table and the checker judge the retry as "
+        "serial after the winner"
+    )
