@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from checkers import (
     app_txn,
     atomicity,
@@ -20,6 +22,8 @@ from checkers import (
     unique_key,
 )
 from checkers.base import CheckerFn
+from checkers.facts import reads
+from harness.core.history import History, Op
 
 CHECKERS: dict[str, CheckerFn] = {
     log_sanity.NAME: log_sanity.check,
@@ -37,4 +41,19 @@ CHECKERS: dict[str, CheckerFn] = {
     app_txn.NAME: app_txn.check,
     create_race.NAME: create_race.check,
     exception_classes.NAME: exception_classes.check,
+}
+
+# Checkers a hole in the table's log does not bound (checkers.horizon):
+# log-sanity judges the log entries themselves, create-race the tables its
+# rounds created, each by its own log.
+WHOLE_LOG = frozenset({log_sanity.NAME, create_race.NAME})
+
+# Checkers whose verdict rests on these ops of the history, and on no version
+# of the log that they did not see: past a hole in the log they stay valid
+# while none of the ops may have met a later version. Every other checker
+# judges the table at every version, so a version it cannot judge leaves it
+# unknown (checkers.horizon).
+RESTS_ON_OPS: dict[str, Callable[[History], list[Op]]] = {
+    read_validity.NAME: reads,
+    exception_classes.NAME: exception_classes.judged_ops,
 }

@@ -78,10 +78,21 @@ def _impossible(op: Op, cls: ErrorClass, facts: dict[str, bool]) -> str | None:
     return None
 
 
+def _conflicts(history: History) -> list[Op]:
+    return [op for op in history.client_ops() if op.error is not None and op.error.cls.is_conflict]
+
+
+def judged_ops(history: History) -> list[Op]:
+    """The ops the verdict rests on: the conflicts, and only under
+    --strict-exceptions (without it the verdict is valid whatever their
+    classes, and the findings are reported beside it)."""
+    return _conflicts(history) if history.table_declaration().strict_exceptions else []
+
+
 def check(history: History, log: TransactionLog) -> CheckResult:
     strict = history.table_declaration().strict_exceptions
     facts = _log_facts(log)
-    conflicts = [(op, op.error) for op in history.client_ops() if op.error is not None and op.error.cls.is_conflict]
+    conflicts = [(op, op.error) for op in _conflicts(history) if op.error is not None]
     anomalies: list[Anomaly] = []
     for op, error in conflicts:
         cls = error.cls

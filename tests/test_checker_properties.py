@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from checkers import CHECKERS, atomicity, duplicates, durability, read_validity
 from checkers.base import Verdict
+from checkers.horizon import run_checkers
 from harness.core.history import FAIL, INFO, OK
 from tests.synth import SynthRun
 from workloads.append import AppendWorkload
@@ -370,3 +371,77 @@ def test_future_read_is_found(ex, data):
     assert res.verdict is Verdict.INVALID
     future = [a for a in res.anomalies if a.kind == "future-read"]
     assert [(a.ops, a.versions) for a in future] == [([read.id], [v, hi])], res.explanation
+
+
+# -- a hole in the log -------------------------------------------------------------
+
+
+def _with_garbage(run, version: int):
+    """The run's log with the commit at `version` unparseable (a new last
+    commit past the end)."""
+    run.raw_commit(version, "garbage")
+    return run.build()
+
+
+@SETTINGS
+@given(executions(), st.data())
+def test_an_unreadable_commit_is_log_sanitys_one_anomaly(ex, data):
+    # Whatever the correct execution, the other checkers find nothing in the
+    # versions before the hole, and the ones that judge every version of the
+    # table cannot be valid.
+    if not ex.order:
+        quiesced_append(ex)
+        ex.settle()
+    hole = data.draw(st.integers(1, len(ex.order)))
+    history, log = _with_garbage(ex.build(), hole)
+    results = {r.checker: r for r in run_checkers(history, log, AppendWorkload.checkers)}
+    found = [(name, a.kind, a.versions) for name, r in results.items() for a in r.anomalies]
+    assert found == [("log-sanity", "log-unparseable", [hole])], [r.explanation for r in results.values()]
+    for name in ("durability", "atomicity", "duplicates", "serializability"):
+        assert results[name].verdict is Verdict.UNKNOWN, (name, results[name].explanation)
+        assert f"version {hole} is unparseable" in results[name].explanation
+    assert results["read-validity"].verdict is not Verdict.INVALID
+
+
+@SETTINGS
+@given(executions(), st.data())
+def test_an_anomaly_before_an_unreadable_commit_is_still_found(ex, data):
+    if not any(o.commit_at is not None and len(o.ids) >= 2 for o in ex.ops):
+        quiesced_append(ex, n_ids=2)
+        ex.settle()
+    victim = data.draw(st.sampled_from([o for o in ex.order if len(o.ids) >= 2]))
+    dropped = data.draw(st.sampled_from(victim.ids))
+    run = ex.build()
+    run.commit(
+        [(i, victim.id) for i in victim.ids if i != dropped],
+        version=victim.version,
+        op=victim.id if ex.tag_commits else None,
+    )
+    hole = data.draw(st.integers(victim.version + 1, len(ex.order) + 1))
+    history, log = _with_garbage(run, hole)
+    res = {r.checker: r for r in run_checkers(history, log, AppendWorkload.checkers)}["atomicity"]
+    assert res.verdict is Verdict.INVALID
+    partial = [a for a in res.anomalies if a.kind == "partial-op"]
+    assert [(a.ops, a.rows, a.versions) for a in partial] == [([victim.id], [dropped], [victim.version])]
+
+
+@SETTINGS
+@given(executions(), st.data())
+def test_a_write_lost_before_an_unreadable_commit_is_still_found(ex, data):
+    # An acknowledged write whose commit holds none of its rows, and a hole
+    # after the commit of an op invoked once the write was acknowledged:
+    # the write's commit was written before that one, so it is no part of
+    # the hole, and its loss is in the judged versions.
+    if not any(o.type == OK and o.commit_at is not None for o in ex.ops):
+        quiesced_append(ex)
+    quiesced_append(ex)  # invoked after every other op ended
+    ex.settle()
+    victim = data.draw(st.sampled_from([o for o in ex.order if o.type == OK and o.end < ex.order[-1].start]))
+    later = [o for o in ex.order if o.version > victim.version and o.start > victim.end]
+    hole = data.draw(st.sampled_from(later)).version + 1
+    run = ex.build()
+    run.commit(version=victim.version, op=victim.id if ex.tag_commits else None)
+    history, log = _with_garbage(run, hole)
+    res = {r.checker: r for r in run_checkers(history, log, AppendWorkload.checkers)}["durability"]
+    assert res.verdict is Verdict.INVALID
+    assert [a.ops for a in res.anomalies if a.kind == "lost-write"] == [[victim.id]], res.explanation

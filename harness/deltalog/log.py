@@ -88,6 +88,16 @@ class TransactionLog:
         self.problems.extend(problems)
 
     def _finish(self) -> None:
+        self._index()
+        # A checkpoint standing in for missing commits is load-bearing: read
+        # it now, so its problems are in `problems` before anyone looks and
+        # an unreadable one does not count as covering a gap.
+        if self._checkpoints and self._first_hole <= max(self._checkpoints):
+            self._base_for(max(self._checkpoints))
+        self.problems.extend(_gap_problems(set(self.commits) | self._unreadable, self._checkpoints))
+        self.problems.sort(key=lambda p: -1 if p.version is None else p.version)
+
+    def _index(self) -> None:
         self._versions = sorted(self.commits)
         for v in self._versions:
             c = self.commits[v]
@@ -102,13 +112,6 @@ class TransactionLog:
         while v in self.commits:
             v += 1
         self._first_hole = v
-        # A checkpoint standing in for missing commits is load-bearing: read
-        # it now, so its problems are in `problems` before anyone looks and
-        # an unreadable one does not count as covering a gap.
-        if self._checkpoints and self._first_hole <= max(self._checkpoints):
-            self._base_for(max(self._checkpoints))
-        self.problems.extend(_gap_problems(set(self.commits) | self._unreadable, self._checkpoints))
-        self.problems.sort(key=lambda p: -1 if p.version is None else p.version)
 
     def _note_dv(self, version: int, add: dict) -> None:
         if add.get("deletionVector") is not None:
@@ -178,6 +181,37 @@ class TransactionLog:
         except KeyError:
             why = "unparseable" if version in self._unreadable else "missing"
             raise KeyError(f"commit {version} is {why}") from None
+
+    @property
+    def first_hole(self) -> int | None:
+        """The first version, counting from 0, with no readable commit while
+        a later version exists (a commit file, readable or not, a checkpoint,
+        or a version the commit coordinator ratified): where a replay of the
+        JSON commits from 0 has to stop. None when they run unbroken from 0
+        to the newest version."""
+        state = self.coordination.state if self.coordination is not None else None
+        ratified = [state.ratified_version] if state is not None and state.ratified_version is not None else []
+        top = max([*self.commits, *self._unreadable, *self._checkpoints, *ratified], default=-1)
+        return self._first_hole if self._first_hole <= top else None
+
+    def up_to(self, version: int) -> TransactionLog:
+        """The log as of `version`: its commits and checkpoints 0..version
+        and nothing later, for a checker that must not judge past it.
+
+        It reads through this log's store and data-file caches, and its
+        `problems` are this log's list: what reading a data file through it
+        finds is a problem of the table, wherever it was found."""
+        view = TransactionLog()
+        view.location = self.location
+        view.related = self.related
+        view.ignored_files = self.ignored_files
+        view.problems = self.problems
+        view.commits = {v: c for v, c in self.commits.items() if v <= version}
+        view._checkpoints = {v: ck for v, ck in self._checkpoints.items() if v <= version}
+        view._files = self._files
+        view._dv_rows = self._dv_rows
+        view._index()
+        return view
 
     def is_reconstructible(self, version: int) -> bool:
         """True when the state at `version` follows from readable log entries
