@@ -35,13 +35,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
 
 def cmd_conformance(args: argparse.Namespace) -> int:
     from harness.check import junit
-    from harness.matrices.conformance.matrix import run_conformance
+    from harness.core.capacity import HARNESS, check_fits
+    from harness.engines import make_engine
+    from harness.matrices.conformance.matrix import ENGINES, run_conformance
+    from harness.run.plan import run_load
     from harness.run.results import results_root
 
     if args.cell_timeout <= 0:
         raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
     if args.jobs < 1:
         raise HarnessError(f"--jobs must be >= 1: {args.jobs!r}")
+    if args.engine in ENGINES:
+        # A job is a worker process with its own store and the two nodes its
+        # backend starts, and the engine's clients in it.
+        job = run_load([make_engine(args.engine)], 2, 1, "s3")
+        check_fits("--jobs", args.jobs, lambda n: HARNESS + job * n)
     target = junit.check_target(args.junit_xml)
     root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     name = f"delta-jepsen.conformance.{args.engine}"

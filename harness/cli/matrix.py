@@ -50,6 +50,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     levels = pick("isolation level", args.isolation, ISOLATION_LEVELS)
     if args.storage not in STORAGE_KINDS:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")
+    _check_size(args, engines, len(workloads) * len(engines) * len(levels))
     target = junit.check_target(args.junit_xml)
     root = results_root(args.results_dir) / "matrix" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     with junit.recording(target, "delta-jepsen.matrix", "delta-jepsen.matrix") as rec:
@@ -66,3 +67,15 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             show_progress=not args.no_progress,
             rec=rec,
         )
+
+
+def _check_size(args: argparse.Namespace, engines: list[str], cells: int) -> None:
+    """--concurrency and --jobs against the machine: `jobs` cells run at
+    once (no more than there are cells), each a run of its own."""
+    from harness.core.capacity import HARNESS, check_fits
+    from harness.run.plan import RunSpec, heaviest_run
+
+    nodes = RunSpec().nodes  # what each cell runs with
+    check_fits("--concurrency", args.concurrency, lambda n: HARNESS + heaviest_run(engines, nodes, n, args.storage))
+    cell = heaviest_run(engines, nodes, args.concurrency, args.storage)
+    check_fits("--jobs", args.jobs, lambda n: HARNESS + cell * min(n, cells))

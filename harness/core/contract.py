@@ -81,7 +81,7 @@ class Breach:
         return d
 
 
-def _clusters(engines: list[str], nodes: int, name: str) -> int:
+def engine_nodes(engines: list[str], nodes: int, name: str) -> int:
     """How many of a run's nodes run engine `name` (nodes are dealt to the
     engines in order, the first ones taking the remainder)."""
     if name not in engines:
@@ -101,7 +101,7 @@ def breaches(spec: dict[str, Any]) -> list[Breach]:
     log_store = spec.get("log_store") or "single-driver"
     out: list[Breach] = []
     on_s3 = storage != "local"
-    spark = _clusters(engines, nodes, "delta-spark")
+    spark = engine_nodes(engines, nodes, "delta-spark")
     if on_s3 and spark > 1 and log_store in SINGLE_DRIVER_NAMES:
         out.append(
             Breach(

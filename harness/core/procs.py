@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import os
 import re
 import shutil
@@ -25,6 +26,28 @@ from typing import IO
 from harness.core.errors import HarnessError
 
 _PR_SET_PDEATHSIG = 1
+
+# The errors of a process or thread the OS would not start, and the limit each means.
+_REFUSALS = {
+    errno.EAGAIN: "too many processes and threads: ulimit -u",
+    errno.EMFILE: "too many open files: ulimit -n",
+    errno.ENFILE: "the system's open-file table is full",
+    errno.ENOMEM: "out of memory",
+}
+
+
+class SpawnRefused(HarnessError):
+    """The OS would not start a child, or a thread to drive one: this
+    machine's limits, not the engine's."""
+
+    @classmethod
+    def of(cls, what: str, e: OSError | RuntimeError) -> SpawnRefused:
+        # Python says only "can't start new thread" when pthread_create fails,
+        # which it does at the process limit (EAGAIN) unless memory runs out.
+        code = e.errno if isinstance(e, OSError) else errno.EAGAIN
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        limit = _REFUSALS.get(code) if code is not None else None
+        return cls(f"the OS refused to start {what}: {why}" + (f" ({limit})" if limit else ""))
 
 
 def _die_with_parent() -> None:
@@ -63,23 +86,30 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        # A process started again on the same log appends to it: readiness
-        # is judged on what this start wrote (a stale "listening on" line
-        # of the previous process would name a dead port).
-        self._log_start = self._log.tell()
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE if self.pipes else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if self.pipes else self._log,
-            stderr=self._log,
-            env=self.env,
-            cwd=self.cwd,
-            # Own session: a terminal's Ctrl-C reaches only the harness, which
-            # then stops children in order (workers before servers).
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        try:
+            self._log = open(self.log_path, "ab")
+            # A process started again on the same log appends to it: readiness
+            # is judged on what this start wrote (a stale "listening on" line
+            # of the previous process would name a dead port).
+            self._log_start = self._log.tell()
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE if self.pipes else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if self.pipes else self._log,
+                stderr=self._log,
+                env=self.env,
+                cwd=self.cwd,
+                # Own session: a terminal's Ctrl-C reaches only the harness, which
+                # then stops children in order (workers before servers).
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as e:
+            if self._log is not None:
+                self._log.close()
+            if e.errno in _REFUSALS:
+                raise SpawnRefused.of(self.name, e) from None
+            raise
         REGISTRY.add(self)
         return self
 
@@ -137,7 +167,10 @@ class ManagedProcess:
         self._reap(5)
 
     def _reap(self, timeout: float) -> None:
-        assert self.proc is not None
+        if self.proc is None:  # never started: only its log to close
+            if self._log is not None and not self._log.closed:
+                self._log.close()
+            return
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

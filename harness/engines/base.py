@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.capacity import NODE_NAME, Load
 from harness.core.storage import Storage
 from harness.core.table import Column, TableSpec
 from harness.engines.errors import Classified
@@ -206,6 +207,11 @@ class Engine(ABC):
     def stop_nodes(self) -> None:
         """Stop the nodes start_nodes started; by default it started none."""
         return None
+
+    def node_load(self) -> Load:
+        """What one node takes of the machine (harness.core.capacity); by
+        default a node is a name only."""
+        return NODE_NAME
 
     def expect_ops(self, ops: frozenset[str]) -> None:
         """The primitives the run will call, said before start_nodes: an

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.core.capacity import Load, MiB
 from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, owned_tempdir, python_argv
 from harness.core.storage import Storage
@@ -72,6 +74,9 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DRIVER_MEMORY_ENV = "DJ_SPARK_DRIVER_MEMORY"
 DEFAULT_DRIVER_MEMORY = "1g"  # x 2 nodes, beside the workers: well inside 24 GiB
+# What a node's JVM holds beyond its heap: the classes of Spark, Delta and
+# the AWS SDK (about 20,000), compiled code and thread stacks.
+JVM_OVERHEAD = 512 * MiB
 JAVA_OPTS_ENV = "DJ_SPARK_JAVA_OPTS"
 # The client JIT only, and one GC thread: on 2 cores two JVMs' C2 compiler
 # threads fight the engine itself. Measured here: a node's first pass over
@@ -174,6 +179,17 @@ def _env_conf() -> dict[str, str]:
             raise HarnessError(f"{SPARK_CONF_ENV}: {pair!r} is not key=value")
         out[key] = value
     return out
+
+
+def driver_memory() -> int:
+    """Bytes of heap a node's JVM gets: $DJ_SPARK_DRIVER_MEMORY, as
+    spark-submit --driver-memory reads it (a plain number is MiB)."""
+    value = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
+    m = re.fullmatch(r"\s*(\d+)\s*(b|[kmgtp]b?)?\s*", value, re.IGNORECASE)
+    if m is None:
+        raise HarnessError(f"${DRIVER_MEMORY_ENV}={value!r} is not a heap size such as 1g or 512m")
+    unit = (m.group(2) or "m")[0].lower()
+    return int(m.group(1)) << {"b": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}[unit]
 
 
 class DeltaSparkEngine(ServerEngine):
@@ -385,6 +401,9 @@ class DeltaSparkEngine(ServerEngine):
             srv.stop(grace=DUMP_GRACE_S)
             self.cds.finish(name, exited_cleanly=srv.proc.returncode not in (None, -signal.SIGKILL))
         super().stop_nodes()
+
+    def node_load(self) -> Load:
+        return Load(memory=driver_memory() + JVM_OVERHEAD, tasks=1, files=1)
 
     def expect_ops(self, ops: frozenset[str]) -> None:
         self.warm_ops = ops

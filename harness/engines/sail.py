@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.core.capacity import Load, MiB
 from harness.core.procs import ManagedProcess, venv_bin
 from harness.core.storage import Storage
 from harness.engines.base import Capabilities, ClientConfig, Node
@@ -56,6 +57,10 @@ class SailEngine(ServerEngine):
             log,
             env=env,
         ).start()
+
+    def node_load(self) -> Load:
+        # Measured: a Sail server holds 356 MiB resident after a short run.
+        return Load(memory=512 * MiB, tasks=1, files=1)
 
     def _ready(self, srv: ManagedProcess, timeout: float) -> str:
         m = srv.wait_for_log(r"Spark Connect server on 127\.0\.0\.1:(\d+)", timeout)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.exception_classes import NAME as EXCEPTION_CLASSES
+from harness.core.capacity import CLIENT_WORKER, EMBEDDED_STORE, HARNESS, Load, check_fits
+from harness.core.contract import engine_nodes
 from harness.core.errors import HarnessError
 from harness.core.isolation import LEVELS
 from harness.core.table import TableSpec
@@ -128,14 +130,30 @@ def resolve_log_store(spec: RunSpec) -> str:
     name = LEGACY_NAMES.get(spec.log_store, spec.log_store)
     if name != AUTO:
         return name
-    engines = parse_engine_list(spec.engine)
-    if "delta-spark" not in engines or spec.storage == "local":
+    if spec.storage == "local":
         return SINGLE_DRIVER
-    count = max(spec.nodes, len(engines))
-    # Nodes are dealt to the engines in order, the first engines taking the remainder.
-    i = engines.index("delta-spark")
-    clusters = count // len(engines) + (i < count % len(engines))
+    clusters = engine_nodes(list(parse_engine_list(spec.engine)), spec.nodes, "delta-spark")
     return COORDINATED if clusters > 1 else SINGLE_DRIVER
+
+
+def run_load(engines: list[Engine], nodes: int, concurrency: int, storage: str) -> Load:
+    """What a run takes of the machine (harness.core.capacity): its
+    controller, the store it starts, its nodes as the runner deals them to
+    the engines, and a client worker per slot."""
+    names = [e.name for e in engines]
+    load = HARNESS + CLIENT_WORKER * concurrency
+    if storage not in ("local", "external-s3"):
+        load += EMBEDDED_STORE
+    for e in engines:
+        load += e.node_load() * engine_nodes(names, nodes, e.name)
+    return load
+
+
+def heaviest_run(engines: list[str], nodes: int, concurrency: int, storage: str) -> Load:
+    """The load of the most memory-hungry of one such run per engine (for
+    commands that run several, one engine each)."""
+    runs = (run_load([make_engine(e)], nodes, concurrency, storage) for e in engines)
+    return max(runs, key=lambda load: load.memory)
 
 
 @dataclass
@@ -176,6 +194,8 @@ class TestPlan:
                 raise HarnessError(f"{e.name} cannot run on --storage {spec.storage}: {why}")
             if (e.name, spec.storage) in _NEEDS_PROXY and not spec.s3_proxy:
                 spec = dataclasses.replace(spec, s3_proxy=True)
+        check_fits("--nodes", spec.nodes, lambda n: run_load(engines, n, 1, spec.storage))
+        check_fits("--concurrency", spec.concurrency, lambda n: run_load(engines, spec.nodes, n, spec.storage))
         return cls(
             spec=spec,
             workload=workload,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, python_argv
+from harness.core.procs import ManagedProcess, SpawnRefused, python_argv
 from harness.core.table import TableSpec
 from harness.engines.base import ClientConfig
 from harness.run.worker_main import CONFIG_ENV, STOP
@@ -54,6 +54,7 @@ class Worker:
         )
         self._buf = b""
         self._sel: selectors.BaseSelector | None = None
+        self._crashed = False
 
     @property
     def pid(self) -> int | None:
@@ -61,10 +62,17 @@ class Worker:
 
     def start(self, timeout: float) -> Worker:
         self.proc.start()
+        if self._crashed:  # crashed from another thread while its process was being started
+            self.kill()
+            raise HarnessError(f"client worker {self.process} was stopped as it started")
         assert self.proc.proc is not None and self.proc.proc.stdout is not None
-        os.set_blocking(self.proc.proc.stdout.fileno(), False)
-        self._sel = selectors.DefaultSelector()
-        self._sel.register(self.proc.proc.stdout, selectors.EVENT_READ)
+        try:
+            os.set_blocking(self.proc.proc.stdout.fileno(), False)
+            self._sel = selectors.DefaultSelector()
+            self._sel.register(self.proc.proc.stdout, selectors.EVENT_READ)
+        except OSError as e:
+            self.kill()
+            raise SpawnRefused.of(f"client worker {self.process}", e) from None
         try:
             msg = self._recv(timeout)
         except (OpTimeout, WorkerDied) as e:
@@ -112,8 +120,9 @@ class Worker:
         self.proc.kill()
 
     def crash(self) -> None:
-        """SIGKILL only, safe from any thread: the owner's pending call then
-        raises WorkerDied and the owner cleans up."""
+        """SIGKILL only, safe from any thread: the owner's pending call (or
+        start) then raises and the owner cleans up."""
+        self._crashed = True
         self.proc.signal_kill()
 
     def stop(self, grace: float = 5.0) -> None:
