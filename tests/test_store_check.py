@@ -249,7 +249,7 @@ def test_an_engine_that_does_not_ask_for_put_if_absent_keeps_its_lost_writes() -
     s3 = EmbeddedS3.__new__(EmbeddedS3)  # only its kind is read
     protocols = {
         "delta-rs": Engine.commit_protocol(None, s3),  # type: ignore[arg-type]
-        "delta-spark": LOG_STORES["default"][2],
+        "delta-spark": LOG_STORES["single-driver"][2],
     }
     assert _not_relying_on_put_if_absent({"delta-rs": protocols["delta-rs"]}) == []
     assert _not_relying_on_put_if_absent(protocols) == ["delta-spark"]

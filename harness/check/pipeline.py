@@ -17,9 +17,10 @@ from typing import Any
 
 from checkers import CHECKERS
 from checkers.base import CheckResult, Verdict, combine
+from checkers.horizon import horizon, run_checkers
 from harness.check.evidence import name_replacing_commits
 from harness.check.report import REPORT_NAME, write_report
-from harness.core.contract import Breach, outside_contract_text
+from harness.core.contract import LOST_COMMIT_KINDS, Breach, outside_contract_text
 from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, error_class_label, load_history
@@ -156,18 +157,14 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     coordinator = load_coordinator(run_dir)
     log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator)
     log.related = _related_logs(run_dir / "table", spec, coordinator)
-    results = []
     no_evidence = _no_evidence(run, log)
-    for name in names:
-        if no_evidence:
-            # An empty history or log would pass some checkers vacuously
-            # ("all 0 rows distinct"), and no evidence is never "valid".
-            results.append(CheckResult(name, Verdict.UNKNOWN, no_evidence))
-            continue
-        try:
-            results.append(CHECKERS[name](history, log))
-        except Exception as e:  # a checker bug must not hide the other verdicts
-            results.append(CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}"))
+    if no_evidence:
+        # An empty history or log would pass some checkers vacuously
+        # ("all 0 rows distinct"), and no evidence is never "valid".
+        results = [CheckResult(name, Verdict.UNKNOWN, no_evidence) for name in names]
+    else:
+        results = run_checkers(history, log, names)
+    log_horizon = horizon(log)
     _undecodable_rows_are_no_evidence(results, log)
     name_replacing_commits(run_dir, history, log, results)
     breaches = contract_breaches(spec.get("spec") if isinstance(spec.get("spec"), dict) else {})
@@ -175,7 +172,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     store = run.get("store_self_check") if isinstance(run.get("store_self_check"), dict) else None
     protocols = spec.get("commit_protocols") if isinstance(spec.get("commit_protocols"), dict) else {}
     not_relying = _not_relying_on_put_if_absent(protocols)
-    excused = _store_failures_explain(results, store, ignore=_PUT_IF_ABSENT_PROPERTIES if not_relying else ())
+    not_coordinated = _not_relying_on_dynamodb_conditional_update(protocols)
+    ignore = (_PUT_IF_ABSENT_PROPERTIES if not_relying else ()) + (_COORDINATOR_PROPERTIES if not_coordinated else ())
+    excused = _store_failures_explain(results, store, ignore=ignore)
     verdict = combine([r.verdict for r in results])
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
@@ -194,6 +193,17 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
             "latest_version": log.latest_version,
             "isolation_levels": _isolation_levels(log),
             "problems": [p.__dict__ for p in log.problems],
+            "horizon": (
+                None
+                if log_horizon is None
+                else {
+                    "last_judged": log_horizon.last,
+                    "hole": log_horizon.hole,
+                    "resumes": log_horizon.resumes,
+                    "why": log_horizon.why,
+                    "detail": log_horizon.detail,
+                }
+            ),
             "coordination": log.coordination.to_json() if log.coordination is not None else None,
         },
         "checkers": [r.to_json() for r in results],
@@ -205,7 +215,12 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
             "breaches": [b.to_json() for b in breaches],
         },
         "store_self_check": (
-            {**store, "anomalies_excused": excused, "engines_not_relying_on_put_if_absent": not_relying}
+            {
+                **store,
+                "anomalies_excused": excused,
+                "engines_not_relying_on_put_if_absent": not_relying,
+                "engines_not_relying_on_dynamodb_conditional_update": not_coordinated,
+            }
             if store is not None
             else None
         ),
@@ -276,35 +291,11 @@ def _undecodable_rows_are_no_evidence(results: list[CheckResult], log: Any) -> N
 # replaced write is lost (C7), reads that saw it saw a state the log no longer
 # has (C12), commits built on it replay against a different state (wrong
 # totals, broken list links, lost updates), two creators both win version 0
-# (E6), and log versions need not be one serial history (C4, C11).
-_PUT_IF_ABSENT_EXPLAINS = frozenset(
-    {
-        "lost-write",
-        "lost-rows",
-        "wrong-commit-version",
-        "load-never-visible",
-        "lost-metadata-update",
-        "lost-create",
-        "lost-append",
-        "multiple-creators",
-        "table-recreated",
-        "phantom-create",
-        "read-version-mismatch",
-        "state-never-existed",
-        "read-state-never-existed",
-        "G1a",
-        "G-single",
-        "wrong-total",
-        "read-wrong-total",
-        "list-gap",
-        "broken-link",
-        "duplicate-position",
-        "log-gap",
-        "log-missing-commit",
-        "log-checkpoint-mismatch",
-        "race-log-corrupt",
-    }
-)
+# (E6), and log versions need not be one serial history (C4, C11). A commit
+# coordinator's conditional DynamoDB update that lets two racers win, or
+# stores what it was sent as another type, does the same to coordinated
+# commits.
+_PUT_IF_ABSENT_EXPLAINS = LOST_COMMIT_KINDS
 # A GET or LIST that misses what was just written shows an older version.
 _STALE_EXPLAINS = frozenset({"stale-read"})
 STORE_EXPLAINS = {
@@ -312,21 +303,39 @@ STORE_EXPLAINS = {
     "if-none-match-on-overwrite": _PUT_IF_ABSENT_EXPLAINS,
     "read-after-write": _STALE_EXPLAINS,
     "list-after-put": _STALE_EXPLAINS,
+    "dynamodb-conditional-update": _PUT_IF_ABSENT_EXPLAINS,
 }
 
 
 _PUT_IF_ABSENT_PROPERTIES = ("put-if-absent", "if-none-match-on-overwrite")
+_COORDINATOR_PROPERTIES = ("dynamodb-conditional-update",)
+# How spec.json's `commit_protocols` names delta-spark's coordinated commits.
+_COORDINATED_COMMITS = "coordinated commits"
+
+
+def _relies_on_coordinator(protocol: Any) -> bool:
+    return _COORDINATED_COMMITS in str(protocol)
 
 
 def _not_relying_on_put_if_absent(protocols: dict[str, Any]) -> list[str]:
     """The engines whose commit protocol (spec.json's `commit_protocols`)
     does not rest on the store's conditional PUT: delta-spark's
-    S3SingleDriverLogStore (an existence check, then a plain PUT) or
-    S3DynamoDBLogStore, a remote cluster's unknown LogStore. A store's broken
-    put-if-absent explains none of their losses."""
+    S3SingleDriverLogStore (an existence check, then a plain PUT),
+    S3DynamoDBLogStore, coordinated commits (a conditional DynamoDB update
+    ratifies each version, whatever the text says of the store), a remote
+    cluster's unknown LogStore. A store's broken put-if-absent explains none
+    of their losses."""
     return sorted(
-        engine for engine, p in protocols.items() if "put-if-absent" not in str(p) and "If-None-Match" not in str(p)
+        engine
+        for engine, p in protocols.items()
+        if _relies_on_coordinator(p) or ("put-if-absent" not in str(p) and "If-None-Match" not in str(p))
     )
+
+
+def _not_relying_on_dynamodb_conditional_update(protocols: dict[str, Any]) -> list[str]:
+    """The engines whose commits no commit coordinator ratifies: a failed
+    `dynamodb-conditional-update` explains none of their losses."""
+    return sorted(engine for engine, p in protocols.items() if not _relies_on_coordinator(p))
 
 
 def _store_failures_explain(
@@ -491,12 +500,21 @@ def render_summary(
                 f"; {store.get('anomalies_excused', 0)} anomalies such a store explains are reported "
                 "as the store's (unknown for the engine)"
             )
-            if store.get("engines_not_relying_on_put_if_absent"):
-                line += (
-                    "; the commit protocol of "
-                    + ", ".join(store["engines_not_relying_on_put_if_absent"])
-                    + " does not rest on the store's put-if-absent, so a lost commit stays the engine's"
-                )
+            failed = {str(prop).split("@")[0] for prop in store.get("failures") or {}}
+            for props, key, what in (
+                (_PUT_IF_ABSENT_PROPERTIES, "engines_not_relying_on_put_if_absent", "the store's put-if-absent"),
+                (
+                    _COORDINATOR_PROPERTIES,
+                    "engines_not_relying_on_dynamodb_conditional_update",
+                    "a commit coordinator's conditional DynamoDB update",
+                ),
+            ):
+                if store.get(key) and failed & set(props):
+                    line += (
+                        "; the commit protocol of "
+                        + ", ".join(store[key])
+                        + f" does not rest on {what}, so a lost commit stays the engine's"
+                    )
         lines.append(line)
     if run.get("interrupted"):
         lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
@@ -521,6 +539,8 @@ def render_summary(
         f"ops: {h['ops']} ({h['ok']} ok, {h['fail']} fail, {h['info']} info) in {h['elapsed_s']:.1f}s, {rate}; "
         f"versions committed: {doc['log']['latest_version'] if doc['log']['latest_version'] is not None else 'none'}"
     )
+    if doc["log"].get("horizon"):
+        lines.append(f"log horizon: {doc['log']['horizon']['why']}")
     nem = h.get("nemesis") or {}
     if nem.get("events"):
         parts = [

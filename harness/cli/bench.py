@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli.options import Handler, positive
+from harness.core.capacity import CLIENT_THREAD, EMBEDDED_STORE, HARNESS, check_fits
 from harness.core.errors import HarnessError
 
 
@@ -47,7 +48,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     bg.add_argument(
         "--profile", action="store_true", help="also each S3 store behind the proxy: where an op's time goes"
     )
+    bm = sub.add_parser(
+        "bench-moto-race", help="racing conditional writes (S3, DynamoDB) on moto as shipped and mended: double winners"
+    )
+    bm.add_argument("--rounds", type=positive(int), default=1000, help="rounds per store and server (default 1000)")
+    bm.add_argument("--racers", type=positive(int), default=8, help="racers per round, >= 2 (default 8)")
+    bm.add_argument(
+        "--switch-interval",
+        type=positive(float),
+        default=1e-6,
+        help="the server's GIL switch interval in seconds: small widens moto's races (default 1e-6)",
+    )
     return {
+        "bench-moto-race": cmd_bench_moto_race,
         "bench-storage": cmd_bench_storage,
         "bench-overhead": cmd_bench_overhead,
         "bench-startup": cmd_bench_startup,
@@ -66,6 +79,7 @@ def cmd_bench_overhead(args: argparse.Namespace) -> int:
 def cmd_bench_storage(args: argparse.Namespace) -> int:
     from harness.bench.storage import bench_storage
     from harness.engines import parse_engine_list
+    from harness.run.plan import RunSpec, heaviest_run
     from workloads import WORKLOAD_NAMES
 
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -73,14 +87,21 @@ def cmd_bench_storage(args: argparse.Namespace) -> int:
     if unknown or not workloads:
         raise HarnessError(f"--workloads {args.workloads!r}: valid: {', '.join(WORKLOAD_NAMES)}")
     engines = list(parse_engine_list(args.engines))
+    # One run at a time, as its own process, with a run's default nodes, on each store in turn.
+    nodes = RunSpec().nodes
+    check_fits("--concurrency", args.concurrency, lambda n: HARNESS + heaviest_run(engines, nodes, n, "s3"))
     return bench_storage(engines, workloads, args.time_limit, args.concurrency, args.repeat, args.profile)
 
 
 def cmd_bench_startup(args: argparse.Namespace) -> int:
     from harness.bench.overhead import bench_startup
     from harness.engines import parse_engine_list
+    from harness.run.plan import heaviest_run
 
-    return bench_startup(list(parse_engine_list(args.engines)), args.nodes, args.repeat)
+    engines = list(parse_engine_list(args.engines))
+    # Each engine's nodes start in turn, from this process, on local storage.
+    check_fits("--nodes", args.nodes, lambda n: heaviest_run(engines, n, 0, "local"))
+    return bench_startup(engines, args.nodes, args.repeat)
 
 
 def cmd_bench_checker(args: argparse.Namespace) -> int:
@@ -101,6 +122,7 @@ def cmd_bench_checker(args: argparse.Namespace) -> int:
 def cmd_bench_proxy(args: argparse.Namespace) -> int:
     from harness.bench.proxy import bench_proxy
 
+    check_fits("--clients", args.clients, lambda n: HARNESS + EMBEDDED_STORE + CLIENT_THREAD * n)
     return bench_proxy(args.requests, args.clients, args.seconds)
 
 
@@ -114,3 +136,9 @@ def cmd_bench_check(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 2:
         raise HarnessError("--commits must be integers >= 2")
     return bench_check(sizes, args.concurrency, args.seed, args.dir, args.profile)
+
+
+def cmd_bench_moto_race(args: argparse.Namespace) -> int:
+    from harness.bench.moto_race import bench_moto_race
+
+    return bench_moto_race(args.rounds, args.racers, args.switch_interval)

@@ -44,6 +44,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     )
     s.add_argument("--tries", type=positive(int), default=5, help="tries of each of the other properties (5)")
     s.add_argument(
+        "--dynamodb",
+        action="store_true",
+        help="also race delta-spark's DynamoDB commit coordinator's conditional update, as put-if-absent is raced "
+        "(DynamoDB at the same endpoint; with --embedded seaweedfs, the embedded moto a coordinated run uses)",
+    )
+    s.add_argument(
         "--embedded",
         nargs="?",
         const="moto",
@@ -77,16 +83,25 @@ def cmd_store_check(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="dj-store-check-") as tmp:
             store = EmbeddedS3(Path(tmp) / "moto.log") if embedded == "moto" else SeaweedS3(Path(tmp))
             try:
+                if args.dynamodb:
+                    store.start_coordinator(Path(tmp) / "moto-dynamodb.log")
                 target = StoreTarget.from_storage(store)
                 target.prefix = args.prefix
                 result = check_store(
-                    target, rounds=args.rounds, concurrency=levels, tries=args.tries, progress=progress
+                    target,
+                    rounds=args.rounds,
+                    concurrency=levels,
+                    tries=args.tries,
+                    progress=progress,
+                    dynamodb=args.dynamodb,
                 )
             finally:
                 store.stop()
     else:
         target = _target(args)
-        result = check_store(target, rounds=args.rounds, concurrency=levels, tries=args.tries, progress=progress)
+        result = check_store(
+            target, rounds=args.rounds, concurrency=levels, tries=args.tries, progress=progress, dynamodb=args.dynamodb
+        )
     doc = result.to_json()
     if embedded:
         doc["endpoint"] = f"{EMBEDDED} {embedded}"  # its port was this process's alone
@@ -123,6 +138,8 @@ def _target(args: argparse.Namespace) -> Any:
 
 
 def _render(doc: dict[str, Any]) -> str:
+    from harness.run.store_probe import DYNAMODB_CONDITIONAL_UPDATE
+
     verdicts = {True: "passed", False: "FAILED", None: "undecided"}
     props = doc["properties"]
     width = max(len(p["name"]) for p in props)
@@ -131,8 +148,10 @@ def _render(doc: dict[str, Any]) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items())
         lines.append(f"  {p['name']:<{width}}  {verdicts[p['passed']]:<9} {p['detail']}  [{counts}]")
     if doc["passed"] is True:
+        coordinator = any(p["name"].startswith(DYNAMODB_CONDITIONAL_UPDATE) for p in props)
         lines.append(
-            "verdict: fit for Delta's commit protocol (atomic put-if-absent, read-after-write, list-after-put)"
+            "verdict: fit for Delta's commit protocol (atomic put-if-absent, read-after-write, list-after-put"
+            + (", the commit coordinator's atomic conditional update)" if coordinator else ")")
         )
     elif doc["passed"] is False:
         lines.append(

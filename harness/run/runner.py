@@ -15,12 +15,16 @@ import random
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.capacity import WORKER_START_TIMEOUT
+from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
 from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, OpError
+from harness.core.procs import SpawnRefused
 from harness.core.storage import Storage
 from harness.core.table import TableDeclaration, TableSpec
 from harness.deltalog import copy_table
@@ -38,15 +42,16 @@ from nemeses.base import NemesisContext
 from nemeses.schedule import NemesisSchedule
 from workloads.base import OpSpec, SlotGenerator, Workload
 
-WORKER_START_TIMEOUT = 90.0
 NODE_START_TIMEOUT = 60.0
 SETUP_TIMEOUT = 60.0
 TABLE_DIR = "table"
-# The self-check before every S3 run: about a second on moto.
+# The self-check before every S3 run: about a second on moto (with the
+# commit coordinator's DynamoDB property, 1.1 s).
 SELF_CHECK_ROUNDS = 10
 SELF_CHECK_RACERS = 8
-# Seconds of racing rounds at most (one round at least): SeaweedFS answers a
-# losing racer only after its lock retries, up to 4 s at 8 racers.
+# Seconds of racing rounds at most, for each racing property (one round at
+# least): SeaweedFS answers a losing racer only after its lock retries, up
+# to 4 s at 8 racers.
 SELF_CHECK_BUDGET = 2.0
 
 
@@ -74,6 +79,7 @@ class _Slot:
     process: int
     node: Node
     worker: Worker | None = None
+    starting: Worker | None = None  # the worker being started, until it answers
     gen: SlotGenerator | None = None
     spawned: int = 0
 
@@ -84,6 +90,7 @@ class _Shared:
     stop: threading.Event = field(default_factory=threading.Event)
     ready: int = 0
     fatal: str | None = None
+    aborted: bool = False  # what fails after an abort is its consequence, not the run's cause
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -116,11 +123,11 @@ class Runner:
 
     # -- workers -----------------------------------------------------------
 
-    def _spawn(self, process: int | str, node: Node) -> Worker:
+    def _spawn(self, process: int | str, node: Node, slot: _Slot | None = None) -> Worker:
         assert self.storage is not None
         engine = self.node_engine.get(node.name, self.engine)
         cfg = engine.client_config(node, process, self.storage, self.table_uri, self.spec.op_timeout)
-        return Worker(
+        worker = Worker(
             cfg,
             self.spec.workload,
             self.spec.seed,
@@ -128,7 +135,15 @@ class Runner:
             self.table,
             self.logs_dir / f"worker-{process}.log",
             extra_env=self.node_env.get(node.name),
-        ).start(WORKER_START_TIMEOUT)
+        )
+        if slot is None:
+            return worker.start(WORKER_START_TIMEOUT)
+        # Seen by _abort, so that a failed run does not wait out the others' starts.
+        slot.starting = worker
+        try:
+            return worker.start(WORKER_START_TIMEOUT)
+        finally:
+            slot.starting = None
 
     def _execute(self, slot: _Slot, op: OpSpec) -> None:
         """Invoke one op on the slot's worker and record its completion."""
@@ -192,13 +207,7 @@ class Runner:
         sh = self.shared
         slot.gen = SlotGenerator(self.spec.seed, slot.index)
         try:
-            try:
-                slot.worker = self._spawn(slot.process, slot.node)
-            except HarnessError as e:
-                with sh.lock:
-                    sh.fatal = sh.fatal or str(e)
-                sh.stop.set()
-                return
+            slot.worker = self._spawn(slot.process, slot.node, slot)
             with sh.lock:
                 sh.ready += 1
             sh.go.wait()
@@ -216,6 +225,16 @@ class Runner:
                     self._execute(slot, op)
         except threading.BrokenBarrierError:
             pass
+        except HarnessError as e:
+            self._fail(str(e))
+        except Exception as e:  # noqa: BLE001 - one line for the run, not a thread's traceback on stderr
+            where = self.logs_dir / f"slot-{slot.index}-traceback.txt"
+            try:
+                where.write_text(traceback.format_exc())
+                kept = f"; traceback: {where}"
+            except OSError:
+                kept = ""
+            self._fail(f"client slot {slot.index} failed: {type(e).__name__}: {e} (a harness bug{kept})")
         finally:
             # Workers die with the thread that spawned them (PDEATHSIG), so
             # each slot stops its own worker before its thread ends.
@@ -228,13 +247,26 @@ class Runner:
         while retries is None or tries < retries:
             tries += 1
             try:
-                slot.worker = self._spawn(slot.process, slot.node)
+                slot.worker = self._spawn(slot.process, slot.node, slot)
                 return True
+            except SpawnRefused:
+                raise  # the machine's limit: a retry would only run on with fewer clients
             except HarnessError as e:
                 self.progress.message(f"slot {slot.index}: {e}; retrying")
                 if self.shared.stop.wait(1.0) and retries is None:
                     return False
         return False
+
+    def _fail(self, why: str) -> None:
+        """End the run for `why`: the first failure is its cause, and no
+        final phase follows."""
+        sh = self.shared
+        with sh.lock:
+            if sh.fatal is None and not sh.aborted:
+                sh.fatal = why
+        sh.stop.set()
+        if self.barrier is not None:
+            self.barrier.abort()
 
     # -- the run -----------------------------------------------------------
 
@@ -303,6 +335,9 @@ class Runner:
             "storage": self.storage.describe(),
             "table_uri": self.table_uri if self.storage.kind != "s3" else "embedded:" + self.table_uri,
             "commit_protocols": {e.name: e.commit_protocol(self.storage) for e in self.engines},
+            # Where the run leaves its engines' or store's documented contract
+            # (harness.core.contract): what the checkers find then is no engine defect.
+            "contract": [b.to_json() for b in contract_breaches(self.spec.to_json())],
             "nodes": [
                 {"name": n.name, "engine": n.engine, "url": n.url, "pid": n.pid, "log": n.log} for n in self.nodes
             ],
@@ -357,9 +392,11 @@ class Runner:
     def _store_self_check(self) -> dict[str, Any] | None:
         """Racing conditional PUTs and read/list consistency on the store
         itself, before any engine touches it: an engine must not be blamed
-        for a commit the store let another writer overwrite. Straight to the
-        store, never through the fault proxy, whose injected faults are the
-        run's own and would fail the check for the wrong reason."""
+        for a commit the store let another writer overwrite. Where an engine
+        commits through a commit coordinator, its racing conditional
+        DynamoDB update too. Straight to the store, never through the fault
+        proxy, whose injected faults are the run's own and would fail the
+        check for the wrong reason."""
         storage = self.storage
         if storage is None or storage.reader_options() is None or not hasattr(storage, "bucket"):
             return None
@@ -371,6 +408,7 @@ class Runner:
                 concurrency=(SELF_CHECK_RACERS,),
                 through=through,
                 budget=SELF_CHECK_BUDGET,
+                dynamodb=any(e.uses_commit_coordinator(storage) for e in self.engines),
             ).to_json()
         except Exception as e:  # noqa: BLE001 - an unreachable store fails the run soon enough on its own
             why = str(e) if isinstance(e, HarnessError) else f"{type(e).__name__}: {e}"
@@ -413,31 +451,31 @@ class Runner:
         n = self.spec.concurrency
         barrier = self.barrier = threading.Barrier(n)
         self.slots = [_Slot(i, i, self.nodes[i % len(self.nodes)]) for i in range(n)]
-        # One final read per node: each node's view of the final state.
-        finals = {
-            min(s.index for s in self.slots if s.node is node)
-            for node in self.nodes
-            if any(s.node is node for s in self.slots)
-        }
-        self.threads = [
-            threading.Thread(
+        # One final read per node, by its first slot: each node's view of the
+        # final state (found in one pass: nodes may far outnumber slots).
+        first: dict[str, int] = {}
+        for s in self.slots:
+            first.setdefault(s.node.name, s.index)
+        finals = set(first.values())
+        self.threads = []
+        for s in self.slots:
+            t = threading.Thread(
                 target=self._slot_main, args=(s, barrier, s.index in finals), name=f"slot-{s.index}", daemon=True
             )
-            for s in self.slots
-        ]
-        for t in self.threads:
-            t.start()
+            try:
+                t.start()
+            except RuntimeError as e:
+                self._fail(str(SpawnRefused.of(f"the thread of client slot {s.index}", e)))
+                break
+            self.threads.append(t)
         deadline = time.monotonic() + WORKER_START_TIMEOUT + 10
         while sh.ready < n and not sh.stop.is_set():
             if time.monotonic() > deadline:
-                sh.fatal = "client workers did not start in time"
-                sh.stop.set()
+                self._fail("client workers did not start in time")
             self.progress.update("starting", 0.0, self.history.counts)
             time.sleep(0.05)
         if sh.fatal:
-            barrier.abort()
-            sh.go.set()
-            self._join()
+            self._abort()
             raise HarnessError(sh.fatal)
         t0 = time.monotonic()
         sh.go.set()
@@ -450,6 +488,8 @@ class Runner:
         self.progress.update("healing", elapsed, self.history.counts)
         self._heal_nemeses()
         sh.stop.set()
+        if sh.fatal:
+            self._abort()  # a slot failed: the run ends now, its ops in flight info
         while any(t.is_alive() for t in self.threads):
             self.progress.update("final", time.monotonic() - t0, self.history.counts)
             time.sleep(0.2)
@@ -476,15 +516,17 @@ class Runner:
             self.schedule.stop_and_heal()
 
     def _abort(self) -> None:
+        with self.shared.lock:
+            self.shared.aborted = True
         self._heal_nemeses()
         self.shared.stop.set()
         self.shared.go.set()
         if self.barrier is not None:
             self.barrier.abort()  # no final phase after an abort
         for s in self.slots:
-            w = s.worker
-            if w is not None:
-                w.crash()  # unblocks the slot thread: its op is recorded info
+            for w in (s.worker, s.starting):
+                if w is not None:
+                    w.crash()  # unblocks the slot thread: its op is recorded info, its start fails
         self._join()
 
     def _join(self) -> None:
