@@ -76,13 +76,16 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     seen: dict[str, int] = {}
     for v, op_id in sorted(facts.commit_ops.items()):
         if op_id in seen and op_id not in applied_twice and op_id != "setup":
+            txn = _same_transaction(log, seen[op_id], v)
             anomalies.append(
                 Anomaly(
                     "duplicate-commit",
                     None,
-                    f"The log's commitInfo names op {op_id} at versions {seen[op_id]} and {v}: one op, two commits.",
+                    f"The log's commitInfo names op {op_id} at versions {seen[op_id]} and {v}: one op, two commits."
+                    + (f" Both carry transaction id {txn}: the engine committed one transaction twice." if txn else ""),
                     ops=[op_id],
                     versions=[seen[op_id], v],
+                    details={"same_transaction": txn} if txn else {},
                 )
             )
         seen.setdefault(op_id, v)
@@ -132,3 +135,11 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         [],
         stats,
     )
+
+
+def _same_transaction(log: TransactionLog, a: int, b: int) -> str | None:
+    """The transaction id two commits share (commitInfo.txnId, which
+    delta-spark writes), or None: the same transaction committed at two
+    versions, not two transactions of one op."""
+    ids = [str((log.commits[v].commit_info or {}).get("txnId") or "") for v in (a, b) if v in log.commits]
+    return ids[0] if len(ids) == 2 and ids[0] and ids[0] == ids[1] else None

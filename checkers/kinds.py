@@ -37,6 +37,7 @@ _TABLE: tuple[AnomalyKind, ...] = (
     AnomalyKind("log-multiple-protocol", ("C4",), "Two protocol actions in one commit", ("log-sanity",)),
     AnomalyKind("log-duplicate-file-action", ("C4",), "Two actions on one file in one commit", ("log-sanity",)),
     AnomalyKind("log-checkpoint-mismatch", ("C4",), "Checkpoint disagrees with its commits", ("log-sanity",)),
+    AnomalyKind("log-in-commit-timestamp", ("C4",), "In-commit timestamps out of order", ("log-sanity",)),
     AnomalyKind("missing-data-file", ("C7",), "Data file missing from the store", ("log-sanity",)),
     # acknowledged writes
     AnomalyKind("lost-write", ("C7",), "Lost write", ("durability", "app-txn")),

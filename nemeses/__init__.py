@@ -18,11 +18,24 @@ _REGISTRY: dict[str, str] = {
     "ambiguous-late": "nemeses.s3:AmbiguousLateNemesis",
     "stale-list": "nemeses.s3:StaleListNemesis",
     "unsafe-put": "nemeses.s3:UnsafePutNemesis",
+    "coordinator-down": "nemeses.coordinator:CoordinatorDownNemesis",
+    "kill-after-ratify": "nemeses.coordinator:KillAfterRatifyNemesis",
 }
 NEMESIS_NAMES = ("none", *_REGISTRY)
 # Faults that act through the S3 fault proxy: selecting one turns it on.
 PROXY_NEMESES = frozenset(
-    {"partition", "s3-errors", "latency", "ambiguous", "ambiguous-5xx", "ambiguous-late", "stale-list", "unsafe-put"}
+    {
+        "partition",
+        "s3-errors",
+        "latency",
+        "ambiguous",
+        "ambiguous-5xx",
+        "ambiguous-late",
+        "stale-list",
+        "unsafe-put",
+        "coordinator-down",
+        "kill-after-ratify",
+    }
 )
 
 

@@ -3,13 +3,15 @@
 - s3-errors: 500 InternalError / 503 SlowDown for a share of requests, not
   applied upstream (a definite failure of that request).
 - latency: added delay, with jitter.
-- ambiguous: commit PUTs are applied upstream, but their answer is lost (the
-  client sees a reset): the writer cannot know whether it committed.
-- ambiguous-5xx: commit PUTs are applied upstream, then answered 500
-  InternalError or 503 SlowDown: an error the client may retry, although
-  its commit is in the log.
-- ambiguous-late: commit PUTs are applied upstream, and their answer is held
-  past any client timeout (until the heal): the writer times out.
+- ambiguous: commit PUTs (and a commit coordinator's ratifying UpdateItems)
+  are applied upstream, but their answer is lost (the client sees a
+  reset): the writer cannot know whether it committed.
+- ambiguous-5xx: commit PUTs (and ratifying UpdateItems) are applied
+  upstream, then answered 500 or 503 (in S3's or DynamoDB's words): an
+  error the client may retry, although its commit is in the log.
+- ambiguous-late: commit PUTs (and ratifying UpdateItems) are applied
+  upstream, and their answer is held past any client timeout (until the
+  heal): the writer times out.
 - stale-list: LISTs omit the keys first written less than a few seconds
   ago while GETs find them, as an eventually consistent store's listing
   does (a store the Delta protocol does not support: it asks for
@@ -74,6 +76,12 @@ class ProxyNemesis(Nemesis):
         return res if res.get("removed") or res.get("released") else None
 
 
+# Where a commit takes effect: the PUT of the commit file, or, for an engine
+# whose commits a commit coordinator ratifies, the coordinator's UpdateItem
+# (the commit file's PUT is then its backfill).
+COMMIT_POINTS = {"method": ["PUT", "UpdateItem"], "path_class": ["commit", "coordinator"]}
+
+
 def _node_or_all(ctx: NemesisContext) -> dict[str, Any]:
     nodes = ctx.cluster.nodes()
     if nodes and ctx.rng.random() < 0.5:
@@ -102,7 +110,7 @@ class AmbiguousNemesis(ProxyNemesis):
     kind = "ambiguous"
 
     def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
-        return {"method": "PUT", "path_class": "commit"}, {"rate": 0.5}
+        return dict(COMMIT_POINTS), {"rate": 0.5}
 
 
 class PartitionNemesis(ProxyNemesis):
@@ -140,7 +148,7 @@ class Ambiguous5xxNemesis(ProxyNemesis):
     kind = "applied-error"
 
     def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
-        target = {"method": "PUT", "path_class": "commit", **_node_or_all(ctx)}
+        target = {**COMMIT_POINTS, **_node_or_all(ctx)}
         return target, {"status": ctx.rng.choice([500, 503]), "rate": 0.5}
 
 
@@ -155,7 +163,7 @@ class AmbiguousLateNemesis(ProxyNemesis):
     kind = "applied-late"
 
     def rule(self, ctx: NemesisContext) -> tuple[dict[str, Any], dict[str, Any]]:
-        target = {"method": "PUT", "path_class": "commit", **_node_or_all(ctx)}
+        target = {**COMMIT_POINTS, **_node_or_all(ctx)}
         # One held answer per fault: each costs its client a whole op timeout.
         return target, {"ms": LATE_MS, "then": "reset", "count": 1}
 

@@ -227,6 +227,8 @@ def test_log_sanity_a_data_file_missing_from_the_store_is_lost_data():
 # new kind in harness/deltalog/ has to be classified consciously.
 READER_PROBLEM_KINDS = {
     "gap",
+    "coordinator-state-missing",
+    "in-commit-timestamp",
     "missing-commit",
     "unparseable",
     "unreadable",

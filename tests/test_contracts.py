@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ import pytest
 from checkers import CHECKERS
 from harness.core.history import INVOKE, HistoryWriter, load_history
 from harness.core.table import TableSpec
+from harness.run.storage import EmbeddedS3
 from harness.s3proxy.client import start_proxy
 from nemeses import NEMESIS_NAMES, make_nemeses
 from nemeses.base import Nemesis, NemesisContext, NemesisError
@@ -134,12 +137,77 @@ def nemesis_contract(nem: Nemesis, cluster: FakeCluster, proxy: Any) -> list[str
     return broken + [f"the second heal left {a}" for a in _armed(cluster, proxy)]
 
 
-@pytest.mark.parametrize("name", [n for n in NEMESIS_NAMES if n != "none"])
+# Nemeses that act on a request only once one passes: they need traffic.
+NEEDS_TRAFFIC = {"kill-after-ratify"}
+
+
+@pytest.mark.parametrize("name", [n for n in NEMESIS_NAMES if n != "none" and n not in NEEDS_TRAFFIC])
 def test_nemesis_start_stop_heal(name: str, proxy: Any) -> None:
     cluster = FakeCluster(with_server=True)
     try:
         (nem,) = make_nemeses([name], "s3")
         assert nemesis_contract(nem, cluster, proxy) == []
+    finally:
+        cluster.close()
+
+
+@contextmanager
+def _ratifying(tmp_path: Path, node: str) -> Iterator[Any]:
+    """The proxy in front of a real moto, and node `node` sending a commit
+    coordinator's ratifying UpdateItems through it, one after another, until
+    the block ends."""
+    import boto3
+    from botocore.config import Config
+
+    store = EmbeddedS3(tmp_path / "moto.log")
+    p = start_proxy(store.endpoint, tmp_path / "proxy.log", seed=1)
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=p.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=f"dj-{node}",
+        aws_secret_access_key="x",
+        config=Config(connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 1}),
+    )
+    client.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "tableId", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "tableId", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    done = threading.Event()
+
+    def ratify() -> None:
+        while not done.is_set():
+            try:
+                client.update_item(
+                    TableName="t",
+                    Key={"tableId": {"S": "x"}},
+                    AttributeUpdates={"commits": {"Action": "ADD", "Value": {"L": [{"N": "1"}]}}},
+                )
+            except Exception:  # noqa: BLE001 - a dropped answer is what the nemesis does
+                pass
+            done.wait(0.05)
+
+    t = threading.Thread(target=ratify, daemon=True)
+    t.start()
+    try:
+        yield p.control
+    finally:
+        done.set()
+        t.join(10)
+        p.stop()
+        store.stop()
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_TRAFFIC))
+def test_nemesis_start_stop_heal_on_traffic(name: str, tmp_path: Path) -> None:
+    cluster = FakeCluster(with_server=True)
+    try:
+        (nem,) = make_nemeses([name], "s3")
+        with _ratifying(tmp_path, cluster.server_nodes()[0]) as proxy:
+            assert nemesis_contract(nem, cluster, proxy) == []
+            assert cluster.restarts, "the killed node was not started again"
     finally:
         cluster.close()
 

@@ -203,6 +203,8 @@ def test_registry_lists_every_family() -> None:
         "ambiguous-5xx",
         "ambiguous-late",
         "stale-list",
+        "coordinator-down",
+        "kill-after-ratify",
     }
     assert parse_nemeses("kill, pause,kill,none") == ["kill", "pause"]
     assert parse_nemeses(None) == []
@@ -619,6 +621,10 @@ def test_real_run_per_fault_family(engine: str, storage: str, nemesis: str, resu
     assert_only_known_findings(doc, run_dir, engine)
 
 
+# The faults that kill a server node, which their stop (or the heal) starts again.
+KILLS = ("start-kill", "start-kill-after-ratify")
+
+
 def _assert_killed_nodes_came_back(run_dir: Path) -> None:
     """A killed server node (a Sail server, a delta-spark JVM) was started
     again (new pid, own log), and clients of that node completed ops against
@@ -626,11 +632,11 @@ def _assert_killed_nodes_came_back(run_dir: Path) -> None:
     ops = nemesis_ops(run_dir)
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     for i, (inv, done) in enumerate(ops):
-        if inv["f"] != "start-kill" or done["type"] != OK or done["value"]["target"] != "node":
+        if inv["f"] not in KILLS or done["type"] != OK or done["value"]["target"] != "node":
             continue
-        node = done["value"]["node"]
-        stop = next(d for inv2, d in ops[i + 1 :] if inv2["f"] in ("stop-kill", "heal"))
-        restart = stop["value"] if stop["f"] == "stop-kill" else stop["value"]["kill"]["restarted"][node]
+        node, name = done["value"]["node"], inv["f"][len("start-") :]
+        stop = next(d for inv2, d in ops[i + 1 :] if inv2["f"] in (f"stop-{name}", "heal"))
+        restart = stop["value"] if stop["f"] == f"stop-{name}" else stop["value"][name]["restarted"][node]
         assert restart["restarted"] is True and restart["pid"] != done["value"]["pid"]
         assert Path(restart["log"]).is_file() and ".r" in Path(restart["log"]).name
         after = [
@@ -673,6 +679,20 @@ DELTA_SPARK_RUNS: dict[str, tuple[str, ...]] = {
     # One skew: a node's JVM restarted under libfaketime at 6 s, restarted
     # without it 6 s after it listens (or by the heal at 30 s).
     "clock": ("--seed", "11", "--nemesis-interval", "12", "--time-limit", "30", "--op-timeout", "30"),
+    # The commit coordinator's faults (coordinated commits, the default for
+    # two JVMs). Seed 2: a JVM killed right after the coordinator ratified one
+    # of its commits (at 4 s, started again at 8 s), then the coordinator
+    # unreachable at 12 s and 20 s.
+    "kill-after-ratify,coordinator-down": (
+        "--seed",
+        "2",
+        "--nemesis-interval",
+        "8",
+        "--time-limit",
+        "26",
+        "--op-timeout",
+        "60",
+    ),
 }
 
 
@@ -706,7 +726,7 @@ def test_real_run_per_fault_family_on_delta_spark(nemesis: str, results_dir: Pat
         for inv, done in ops
         if inv["f"].startswith("start-") and done["type"] == OK
     ]
-    if "kill" in nemesis:
+    if "kill" in nemesis.split(","):
         # The seed's first fault: a JVM killed, then started again and used.
         assert any(f == "kill" and v["target"] == "node" for f, v in applied), applied
         assert "pause" in started, started
@@ -718,7 +738,21 @@ def test_real_run_per_fault_family_on_delta_spark(nemesis: str, results_dir: Pat
         assert sum(stats["faults"].values()) > 0, stats["faults"]  # faults met real requests
     if nemesis == "clock":
         _assert_jvm_restarts_ran_on_the_skewed_clock(run_dir)
+    if "kill-after-ratify" in nemesis:
+        _assert_a_ratified_commit_outlived_its_jvm(doc, applied)
     assert_only_known_findings(doc, run_dir, "delta-spark")
+
+
+def _assert_a_ratified_commit_outlived_its_jvm(doc: dict[str, Any], applied: list[tuple[str, Any]]) -> None:
+    """kill-after-ratify killed a JVM whose commit the coordinator had just
+    ratified (the proxy held the answer to a ratifying UpdateItem, then the
+    node was killed): the op it ran is indeterminate, and the log holds its
+    commit, so the checkers resolve it as committed, whole."""
+    kills = [v for f, v in applied if f == "kill-after-ratify"]
+    assert kills and all(k["signal"] == "SIGKILL" and k["held"]["method"] == "UpdateItem" for k in kills), applied
+    atomicity = next(c for c in doc["checkers"] if c["checker"] == "atomicity")
+    assert atomicity["stats"]["info_resolution"]["committed"] >= 1, atomicity["explanation"]
+    assert doc["log"]["coordination"]["state_kept"] is True
 
 
 SPARK_STARTED = re.compile(
@@ -822,56 +856,43 @@ def test_unsafe_put(engine: str, results_dir: Path) -> None:
     assert sanity["verdict"] == "valid", out
 
 
-def _invoke(op_id: str, node: str) -> str:
-    """One history line: `op_id` invoked on `node`."""
-    event = {"index": 0, "time": 0, "process": 1, "type": "invoke", "f": "append", "id": op_id, "node": node}
-    return json.dumps(event) + "\n"
-
-
 def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path: Path) -> None:
     """The guard the real fault runs use: faults that keep put-if-absent
-    explain nothing, and the one known finding needs its JVM evidence."""
+    explain nothing, and each known finding needs the evidence the check
+    itself attaches."""
 
-    def doc(*kinds: str) -> dict[str, Any]:
-        return {
-            "checkers": [
-                {
-                    "checker": "durability",
-                    "anomalies": [{"kind": k, "claim": "C7", "explanation": f"a {k}"} for k in kinds],
-                }
-            ]
-        }
+    def doc(*anomalies: dict[str, Any]) -> dict[str, Any]:
+        return {"checkers": [{"checker": "durability", "anomalies": list(anomalies)}]}
+
+    def a(kind: str, **details: Any) -> dict[str, Any]:
+        return {"kind": kind, "claim": "C7", "explanation": f"a {kind}", "details": details}
 
     (tmp_path / "logs").mkdir()
     assert assert_only_known_findings(doc(), tmp_path, "delta-rs") is None
-    for kinds in (("stale-read",), ("lost-write",), ("duplicate-row",), ("failed-but-committed",)):
+    for kind in ("stale-read", "lost-write", "duplicate-row", "failed-but-committed", "duplicate-commit"):
         with pytest.raises(AssertionError, match="no fault explains"):
-            assert_only_known_findings(doc(*kinds), tmp_path, "delta-rs")
-    # delta-spark's lost write without both JVMs' commit lines: not excused.
+            assert_only_known_findings(doc(a(kind)), tmp_path, "delta-rs")
+    # delta-spark's lost write: known only outside contract, with the commit that replaced it.
+    replaced = [{"version": 7, "logged_by": "n1", "now_op": "1.4", "now_node": "n2"}]
+    outside = "2 delta-spark clusters write one table through S3SingleDriverLogStore, ..."
     with pytest.raises(AssertionError):
-        assert_only_known_findings(doc("lost-write", "stale-read"), tmp_path, "delta-spark")
-    # One JVM's log and a commit file naming an op of the other node (that
-    # JVM was killed before it logged): the same finding.
-    (tmp_path / "logs" / "delta-spark-n1.log").write_text(
-        "INFO DeltaLog: Committed delta #7 to s3a://dj/t/_delta_log\n"
-    )
-    (tmp_path / "table" / "_delta_log").mkdir(parents=True)
-    (tmp_path / "table" / "_delta_log" / f"{7:020d}.json").write_text(
-        json.dumps({"commitInfo": {"userMetadata": "1.4"}}) + "\n"
-    )
-    (tmp_path / "history.jsonl").write_text(_invoke("1.4", "n2"))
-    with pytest.raises(pytest.xfail.Exception, match="C7, C11"):
-        assert_only_known_findings(doc("lost-write"), tmp_path, "delta-spark")
-    (tmp_path / "history.jsonl").write_text(_invoke("1.4", "n1"))
+        assert_only_known_findings(doc(a("lost-write", replaced_by=replaced)), tmp_path, "delta-spark")
     with pytest.raises(AssertionError):
-        assert_only_known_findings(doc("lost-write"), tmp_path, "delta-spark")
-    # With both JVMs' lines it is the named finding (xfail), consequences included.
-    for jvm in ("n1", "n2"):
-        (tmp_path / "logs" / f"delta-spark-{jvm}.log").write_text(
-            "INFO DeltaLog: Committed delta #7 to s3a://dj/t/_delta_log\n"
-        )
-    with pytest.raises(pytest.xfail.Exception, match="C7, C11"):
-        assert_only_known_findings(doc("lost-write", "stale-read"), tmp_path, "delta-spark")
+        assert_only_known_findings(doc(a("lost-write", outside_contract=outside)), tmp_path, "delta-spark")
+    known = a("lost-write", outside_contract=outside, replaced_by=replaced)
+    with pytest.raises(pytest.xfail.Exception, match=r"C7, C11.*version\(s\) \[7\]"):
+        assert_only_known_findings(doc(known, a("stale-read")), tmp_path, "delta-spark")
     # A kind no lost write drags along is never excused by it.
     with pytest.raises(AssertionError, match="no fault explains"):
-        assert_only_known_findings(doc("lost-write", "duplicate-row"), tmp_path, "delta-spark")
+        assert_only_known_findings(doc(known, a("duplicate-row")), tmp_path, "delta-spark")
+    # The coordinator's double commit: one transaction id at both versions, and an ambiguous fault applied.
+    stats = tmp_path / "logs" / "s3proxy-stats.json"
+    stats.write_text(json.dumps({"faults": {"latency": 3}}))
+    twice = a("duplicate-commit", same_transaction="e7df90a0-144d")
+    with pytest.raises(AssertionError):
+        assert_only_known_findings(doc(twice), tmp_path, "delta-spark")  # no ambiguous fault applied
+    stats.write_text(json.dumps({"faults": {"ambiguous": 2}}))
+    with pytest.raises(AssertionError):
+        assert_only_known_findings(doc(twice, a("duplicate-commit")), tmp_path, "delta-spark")  # one lacks it
+    with pytest.raises(pytest.xfail.Exception, match="C4, C6"):
+        assert_only_known_findings(doc(twice), tmp_path, "delta-spark")

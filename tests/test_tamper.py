@@ -175,6 +175,18 @@ def plant_multiple_protocol(run: Run) -> None:
     run.write_actions(v, run.actions(v) + [protocol, protocol])
 
 
+def plant_in_commit_timestamp(run: Run) -> None:
+    # Two consecutive commits whose in-commit timestamps go backwards (the
+    # engine here writes none: a table with them enabled writes one per commit).
+    last = run.versions()[-1]
+    for v, ts in ((last - 1, 2_000), (last, 1_000)):
+        acts = run.actions(v)
+        for a in acts:
+            if "commitInfo" in a:
+                a["commitInfo"]["inCommitTimestamp"] = ts
+        run.write_actions(v, acts)
+
+
 def plant_missing_data_file(run: Run) -> None:
     _, v = _last_append(run)
     (run.root / "table" / run.adds(v)[0]["path"]).unlink()
@@ -618,6 +630,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("log-sanity", "missing-data-file", plant_missing_data_file),
         Plant("log-sanity", "log-missing-commit", plant_missing_commit),
         Plant("log-sanity", "log-checkpoint-mismatch", plant_checkpoint_mismatch),
+        Plant("log-sanity", "log-in-commit-timestamp", plant_in_commit_timestamp),
         Plant("durability", "lost-write", plant_lost_write),
         Plant("durability", "wrong-commit-version", plant_wrong_commit_version),
         Plant("durability", "lost-rows", plant_lost_rows),

@@ -134,5 +134,9 @@ def _validate(kind: str, target: dict[str, Any], params: dict[str, Any]) -> None
         raise ValueError("stale-list acts on LIST requests only (method LIST)")
     if kind == "hold" and params.get("version") is not None and not isinstance(params["version"], int):
         raise ValueError("a hold's version must be an integer")
+    if kind == "hold" and not isinstance(params.get("after", False), bool):
+        raise ValueError("a hold's after must be true or false")
+    if not isinstance(params.get("body_contains", ""), str):
+        raise ValueError("body_contains must be a string")
     if kind == "pin" and not isinstance(params.get("version"), int):
         raise ValueError("pin needs an integer version")

@@ -3,6 +3,7 @@ the table version it names; S3 error bodies and pinned listings (pure)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -23,9 +24,15 @@ FAULT_KINDS = (
     "hold",
     "pin",
 )
-REQUEST_KINDS = ("GET", "PUT", "LIST", "HEAD", "DELETE", "POST")
-PATH_CLASSES = ("commit", "checkpoint", "log", "data", "bucket")
+# The DynamoDB actions a commit coordinator sends (delta-spark's DynamoDB
+# commit coordinator: UpdateItem ratifies a commit and clears backfilled
+# ones, GetItem lists the unbackfilled, PutItem registers a table): each is
+# a request kind of its own, of path class "coordinator".
+DYNAMODB_ACTIONS = ("UpdateItem", "GetItem", "PutItem", "DescribeTable", "CreateTable", "Scan", "Query", "DeleteItem")
+REQUEST_KINDS = ("GET", "PUT", "LIST", "HEAD", "DELETE", "POST", *DYNAMODB_ACTIONS)
+PATH_CLASSES = ("commit", "checkpoint", "log", "data", "bucket", "coordinator")
 ERROR_CODES = {500: "InternalError", 503: "SlowDown"}
+DYNAMODB_ERROR_CODES = {500: "InternalServerError", 503: "ServiceUnavailable"}
 UPSTREAM_CONNECT_TIMEOUT = 5.0
 UPSTREAM_READ_TIMEOUT = 60.0
 CLIENT_IDLE_TIMEOUT = 300.0
@@ -71,6 +78,13 @@ def split_target(target: str) -> tuple[str, str, dict[str, list[str]]]:
     path = unquote(parts.path).lstrip("/")
     bucket, _, key = path.partition("/")
     return bucket, key, parse_qs(parts.query, keep_blank_values=True)
+
+
+def dynamodb_action(headers: Headers) -> str | None:
+    """The DynamoDB action of a request (X-Amz-Target: DynamoDB_20120810.UpdateItem), or None."""
+    target = headers.get("x-amz-target") or ""
+    service, _, action = target.partition(".")
+    return action if service.startswith("DynamoDB_") and action else None
 
 
 def request_kind(method: str, key: str, query: dict[str, list[str]]) -> str:
@@ -156,6 +170,15 @@ def filter_young(body: bytes, bucket: str, put_at: dict[tuple[str, str], float],
         return {i for i, k in enumerate(keys) if put_at.get((bucket, k), float("-inf")) > cutoff}
 
     return drop_listed(body, drop)
+
+
+def dynamodb_error(status: int, message: str) -> Response:
+    """An error as DynamoDB answers one (JSON, its own codes), which its
+    clients retry the way they retry the real thing."""
+    code = DYNAMODB_ERROR_CODES.get(status, "InternalServerError")
+    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message}).encode()
+    headers = Headers([("Content-Type", "application/x-amz-json-1.0")])
+    return Response(status, _REASONS.get(status, "Error"), headers, body)
 
 
 def s3_error(status: int, code: str, message: str, resource: str = "") -> Response:

@@ -36,6 +36,8 @@ from harness.s3proxy.s3 import (
     ERROR_CODES,
     MAX_HEADER_BYTES,
     access_key_id,
+    dynamodb_action,
+    dynamodb_error,
     filter_listing,
     filter_young,
     hidden_by_pin,
@@ -87,11 +89,20 @@ class Proxy:
         bucket, key, query = split_target(req.target)
         akid = access_key_id(req.headers, query)
         node, client = self.registry.get(akid) or parse_identity(akid)
+        action = dynamodb_action(req.headers)
+        if action is not None:
+            return ReqInfo(akid, node, client, action, "coordinator", bucket, key)
         kind = request_kind(req.method, key, query)
         pc = path_class(query.get("prefix", [""])[0] if kind == "LIST" else key)
         if kind == "LIST" and pc == "log":
             pc = "commit"  # listing the log is how clients discover commits
         return ReqInfo(akid, node, client, kind, pc, bucket, key)
+
+    @staticmethod
+    def _error(info: ReqInfo, status: int, message: str, req: Request) -> Response:
+        if info.path_class == "coordinator":
+            return dynamodb_error(status, message)
+        return s3_error(status, ERROR_CODES[status], message, req.target)
 
     def _count(self, info: ReqInfo, req: Request) -> None:
         self.stats["requests"] += 1
@@ -114,8 +125,20 @@ class Proxy:
         rule.applied += 1
         self.stats["faults"][rule.kind] = self.stats["faults"].get(rule.kind, 0) + 1
 
-    def matching(self, info: ReqInfo, kind: str) -> list[Rule]:
-        return [r for r in self.rules.values() if r.kind == kind and r.target.matches(info)]
+    def matching(self, info: ReqInfo, kind: str, req: Request | None = None) -> list[Rule]:
+        """The rules of `kind` for this request; a rule with body_contains
+        only for a request whose body holds that text (e.g. a coordinator's
+        UpdateItem that ratifies a commit, not one that clears a list)."""
+        return [
+            r
+            for r in self.rules.values()
+            if r.kind == kind
+            and r.target.matches(info)
+            and (
+                not r.params.get("body_contains")
+                or (req is not None and r.params["body_contains"].encode() in (req.body or b""))
+            )
+        ]
 
     # the request path
 
@@ -146,22 +169,22 @@ class Proxy:
     async def serve(self, req: Request) -> Response:
         info = self.identify(req)
         self._count(info, req)
-        for rule in self.matching(info, "partition"):
+        for rule in self.matching(info, "partition", req):
             if self._fires(rule):
                 self._applied(rule)
                 await self._blackhole(rule)
                 raise _Dropped()
-        for rule in self.matching(info, "reset"):
+        for rule in self.matching(info, "reset", req):
             if self._fires(rule):
                 self._applied(rule)
                 raise _Dropped()
-        for rule in self.matching(info, "error"):
+        for rule in self.matching(info, "error", req):
             if self._fires(rule):
                 self._applied(rule)
                 status = int(rule.params.get("status", 500))
-                return s3_error(status, ERROR_CODES[status], "injected by delta-jepsen s3proxy", req.target)
+                return self._error(info, status, "injected by delta-jepsen s3proxy", req)
         delay = 0.0
-        for rule in self.matching(info, "latency"):
+        for rule in self.matching(info, "latency", req):
             if self._fires(rule):
                 self._applied(rule)
                 delay += (
@@ -172,7 +195,7 @@ class Proxy:
         pin = self._pin(info)
         if pin is not None and info.kind in ("GET", "HEAD") and hidden_by_pin(info.object_key, pin):
             return self._not_found(info, req)
-        for rule in self.matching(info, "strip-if-none-match"):
+        for rule in self.matching(info, "strip-if-none-match", req):
             if req.headers.get("if-none-match") is not None and self._fires(rule):
                 self._applied(rule)
                 req.headers.remove("if-none-match")
@@ -181,19 +204,18 @@ class Proxy:
         hold = next(
             (
                 r
-                for r in self.matching(info, "hold")
+                for r in self.matching(info, "hold", req)
                 if r.params.get("version") in (None, log_version(info.object_key)) and self._fires(r)
             ),
             None,
         )
         if hold is not None:
-            self._applied(hold)
             return await self._held(hold, info, req)
         resp = await self._forward(req, info)
         applied = 200 <= resp.status < 300
         if applied:
             self._note_write(info, req)
-        for rule in self.matching(info, "ambiguous"):
+        for rule in self.matching(info, "ambiguous", req):
             if self._fires(rule):
                 self._applied(rule)
                 raise _Dropped()  # the write applied upstream; its answer is lost
@@ -231,17 +253,17 @@ class Proxy:
         client cannot tell it from one that never took effect. Only a
         request that succeeded upstream counts toward rate and count, so
         "the first N" are N writes that did happen."""
-        late = next((r for r in self.matching(info, "applied-late") if self._fires(r)), None)
+        late = next((r for r in self.matching(info, "applied-late", req) if self._fires(r)), None)
         if late is not None:
             self._applied(late)
             await self._late(float(late.params["ms"]) / 1000)
             if late.params.get("then", "send") == "reset":
                 raise _Dropped()
-        for rule in self.matching(info, "applied-error"):
+        for rule in self.matching(info, "applied-error", req):
             if self._fires(rule):
                 self._applied(rule)
                 status = int(rule.params.get("status", 500))
-                return s3_error(status, ERROR_CODES[status], "injected by delta-jepsen s3proxy (applied)", req.target)
+                return self._error(info, status, "injected by delta-jepsen s3proxy (applied)", req)
         return resp
 
     async def _late(self, seconds: float) -> None:
@@ -302,6 +324,9 @@ class Proxy:
         loop = asyncio.get_running_loop()
         h = Hold(self.next_id, rule.id, info, time.monotonic(), loop.create_future(), loop.create_future())
         self.next_id += 1
+        if rule.params.get("after"):
+            return await self._held_answer(rule, h, info, req)
+        self._applied(rule)
         self.holds[h.id] = h
         self.hold_added.set()
         self.hold_added = asyncio.Event()
@@ -321,6 +346,28 @@ class Proxy:
             raise
         if not h.done.done():
             h.done.set_result(resp.status)
+        return resp
+
+    async def _held_answer(self, rule: Rule, h: Hold, info: ReqInfo, req: Request) -> Response:
+        """A hold after the store applied the request: its answer waits, so
+        the writer is stuck between a write that took effect and knowing it
+        (e.g. a commit the coordinator ratified, not yet backfilled). A
+        request the store refused (a condition that failed) took no effect:
+        it is answered at once, and the hold waits for the next."""
+        resp = await self._forward(req, info)
+        if not 200 <= resp.status < 300:
+            return resp
+        self._applied(rule)
+        h.done.set_result(resp.status)
+        self.holds[h.id] = h
+        self.hold_added.set()
+        self.hold_added = asyncio.Event()
+        try:
+            verdict = await h.release
+        finally:
+            self.holds.pop(h.id, None)
+        if verdict == "drop":
+            raise _Dropped()
         return resp
 
     def _pin(self, info: ReqInfo) -> int | None:
