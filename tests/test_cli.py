@@ -21,6 +21,7 @@ from tests.conftest import REPO, run_cli, still_running
         (["run", "--workload", "nope"], "valid: append, register, bank, delete-insert"),
         (["run", "--engine", "nope"], "valid: delta-spark, sail, delta-rs"),
         (["run", "--log-store", "nope"], "valid: auto, single-driver, coordinated, dynamodb"),
+        (["bench-log-store", "--log-stores", "coordinated,nope"], "valid: single-driver, coordinated"),
         (["run", "--spark-jars", "/nonexistent/jars", "--storage", "local"], "no such directory"),
         (["run", "--nemesis", "nope"], "valid: none"),
         (["run", "--storage", "nope"], "valid: s3, local, external-s3"),
@@ -44,7 +45,7 @@ def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
 def test_an_unusable_path_is_one_line_exit_2(tmp_path, flag: str) -> None:
     """A file where a folder must go (the same failure as an unwritable
     folder, which root, running CI here, could still write): exit 2, never
-    a traceback and never 1 (issue 11, item 15)."""
+    a traceback and never 1."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     args = [

@@ -48,6 +48,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     bg.add_argument(
         "--profile", action="store_true", help="also each S3 store behind the proxy: where an op's time goes"
     )
+    bl = sub.add_parser(
+        "bench-log-store", help="the default delta-spark run under each commit protocol: verdicts and ops/s"
+    )
+    bl.add_argument(
+        "--log-stores",
+        default="coordinated,single-driver",
+        help="comma-separated --log-store values, the first the baseline (default coordinated,single-driver)",
+    )
+    bl.add_argument("--repeat", type=positive(int), default=3, help="runs per protocol (default 3)")
+    bl.add_argument("--time-limit", type=positive(float), default=30.0, help="seconds per run (default 30)")
+    bl.add_argument("--concurrency", type=positive(int), default=4, help="client workers (default 4)")
+    bl.add_argument("--nodes", type=positive(int), default=2, help="delta-spark clusters (default 2)")
     bm = sub.add_parser(
         "bench-moto-race", help="racing conditional writes (S3, DynamoDB) on moto as shipped and mended: double winners"
     )
@@ -62,6 +74,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     return {
         "bench-moto-race": cmd_bench_moto_race,
         "bench-storage": cmd_bench_storage,
+        "bench-log-store": cmd_bench_log_store,
         "bench-overhead": cmd_bench_overhead,
         "bench-startup": cmd_bench_startup,
         "bench-checker": cmd_bench_checker,
@@ -74,6 +87,19 @@ def cmd_bench_overhead(args: argparse.Namespace) -> int:
     from harness.bench.overhead import bench_overhead
 
     return bench_overhead(args.engine, args.storage, args.ops)
+
+
+def cmd_bench_log_store(args: argparse.Namespace) -> int:
+    from harness.bench.log_store import bench_log_store
+    from harness.engines.deltaspark import LOG_STORES, DeltaSparkEngine
+    from harness.run.plan import run_load
+
+    stores = [s.strip() for s in args.log_stores.split(",") if s.strip()]
+    bad = [s for s in stores if s not in LOG_STORES]
+    if bad or not stores:
+        raise HarnessError(f"--log-stores {args.log_stores!r}: valid: {', '.join(LOG_STORES)}")
+    check_fits("--nodes", args.nodes, lambda n: run_load([DeltaSparkEngine()], n, args.concurrency, "s3"))
+    return bench_log_store(stores, args.repeat, args.time_limit, args.concurrency, args.nodes)
 
 
 def cmd_bench_storage(args: argparse.Namespace) -> int:
