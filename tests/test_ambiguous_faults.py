@@ -1,4 +1,4 @@
-"""Ambiguous faults as real stores produce them (issue 15, item 4): a write
+"""Ambiguous faults as real stores produce them: a write
 the store applied and still answered 500/503, or answered after the client
 gave up; and a listing that has not caught up with the newest writes while
 a GET finds them. Each seen through a real boto3 client against moto behind

@@ -81,7 +81,7 @@ def test_a_read_with_the_wrong_total_is_caught() -> None:
 def test_a_load_whose_total_never_appears_is_caught() -> None:
     """The load was acknowledged with 200 but the table only ever held 150
     (a partial load): no version can be checked against a total the table
-    never had, and that is itself the anomaly (issue 11, item 3)."""
+    never had, and that is itself the anomaly."""
     commits = [
         create_actions(),
         [add_action("load.parquet", 2)],

@@ -1,4 +1,4 @@
-"""`check` needs only the run folder (issue 12): the tables a workload writes
+"""`check` needs only the run folder: the tables a workload writes
 beside its own are recorded in spec.json, and folders written before that
 record still check the same."""
 

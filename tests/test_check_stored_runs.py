@@ -97,7 +97,7 @@ def test_a_commit_removed_from_the_log_is_a_gap(real_run: Path, tmp_path: Path) 
 
 def test_a_run_without_its_table_log_is_unknown_in_every_checker(real_run: Path, tmp_path: Path) -> None:
     """A harness killed before it copied the table leaves a history and no
-    log: no checker may call that valid (issue 11, item 1)."""
+    log: no checker may call that valid."""
     run = _copy(real_run, tmp_path)
     shutil.rmtree(run / "table")
     res = run_cli("check", str(run))
@@ -116,7 +116,7 @@ def _victim(run: Path) -> Path:
 
 def test_a_data_file_missing_from_the_store_is_lost_data(real_run: Path, tmp_path: Path) -> None:
     """The log names a file the store does not have: lost data (C7), invalid
-    (issue 11, item 4)."""
+    ."""
     run = _copy(real_run, tmp_path)
     _victim(run).unlink()
     res = run_cli("check", str(run))
@@ -130,7 +130,7 @@ def test_a_data_file_missing_from_the_store_is_lost_data(real_run: Path, tmp_pat
 
 def test_a_data_file_the_harness_cannot_decode_is_unknown_not_lost(real_run: Path, tmp_path: Path) -> None:
     """The file is there but is not parquet the harness can read: its rows are
-    unknown, so no checker may call them lost (issue 11, item 4)."""
+    unknown, so no checker may call them lost."""
     run = _copy(real_run, tmp_path)
     _victim(run).write_bytes(b"PAR1 but not really parquet")
     res = run_cli("check", str(run))

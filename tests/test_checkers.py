@@ -212,7 +212,7 @@ def test_log_sanity_empty_log_is_unknown(tmp_path):
 
 def test_log_sanity_a_data_file_missing_from_the_store_is_lost_data():
     """A file the log names and the store lacks is evidence (C7), unlike one
-    the harness cannot decode (issue 11, item 4; tests/test_check_stored_runs)."""
+    the harness cannot decode (tests/test_check_stored_runs)."""
     run = SynthRun()
     run.commit([(1, "w")])
     del run.file_tables["f1.parquet"]
@@ -569,8 +569,7 @@ def test_read_validity_stale_read():
 def test_read_validity_a_commit_without_rows_narrows_the_window():
     """An acknowledged DELETE of everything adds no rows; its commit (found by
     the op id in its commitInfo) still bounds later reads: a read that
-    starts after it was acknowledged and sees the rows is stale (issue 11,
-    item 5)."""
+    starts after it was acknowledged and sees the rows is stale."""
     run = three_versions()
     run.invoke("0.4", "delete", {"where": "true"}, time=62, process=0)
     run.complete("0.4", OK, time=64)
@@ -791,7 +790,7 @@ HISTORY_ONLY = {"exception-classes"}
 def test_no_log_is_never_valid(name: str, tmp_path: Path) -> None:
     """A history with acknowledged, failed and indeterminate writes and no
     log (a killed harness whose store was in memory): no checker that
-    needs the log says valid on no evidence (issue 15, item 6)."""
+    needs the log says valid on no evidence."""
     run = simple_valid_run()
     run.append("2.1", [7, 8, 9], start=61, end=70, type=INFO, process=2)
     history, _ = run.build()

@@ -227,7 +227,7 @@ def test_every_cell_is_expected_as_the_hand_written_matrix_says():
 
 
 def test_no_rule_is_shadowed_the_cannot_rules_settle_p2():
-    # Item 7 of issue 11: P2 ahead of M2 made a refusal of a blind INSERT
+    # P2 ahead of M2 made a refusal of a blind INSERT
     # against MERGE (partition join) under WriteSerializable "conform".
     for w, loser in ((C.INSERT, C.MERGE_NOLIT), (C.MERGE_NOLIT, C.INSERT)):
         e = C.expectation(C.Cell(w, loser, WS, C.DISJOINT))
@@ -588,7 +588,7 @@ def test_a_worker_that_dies_is_an_uncontrolled_cell(tmp_path):
 
 def test_a_matrix_with_unjudged_cells_is_no_clean_pass():
     """Exit codes as `check`'s: uncontrolled or error cells make 3, never 0;
-    a safety deviation makes 1 whatever else (issue 11, item 11)."""
+    a safety deviation makes 1 whatever else."""
     from harness.matrices.conformance.matrix import exit_code
 
     assert exit_code(Counter({CONFORMS: 5})) == 0
@@ -631,7 +631,7 @@ def _level_log(table_level: str | None, commit_levels: dict[int, str], extra: in
 
 def test_cells_are_judged_at_the_level_the_table_carried():
     """The expectation follows the level in the log (spec C13), not the one
-    the cell asked for (issue 11, item 6)."""
+    the cell asked for."""
     from harness.matrices.conformance.matrix import carried_level, judged_cell
     from harness.matrices.conformance.rows import SETUP
 
@@ -655,8 +655,8 @@ def test_cells_are_judged_at_the_level_the_table_carried():
 
 
 def test_a_conforming_outcome_on_a_table_the_checker_could_not_judge_is_unjudged():
-    """An unknown serializability result never becomes `conforms` (issue 11,
-    item 9); safety still wins, and the report shows the checker's verdict."""
+    """An unknown serializability result never becomes `conforms`; safety
+    still wins, and the report shows the checker's verdict."""
     committed = TxnResult(COMMITTED, version=4)
     obs = _obs(committed, checker_verdict="unknown", checker_note="no op attribution for version 4")
     verdict, why = judge(M3, C.expectation(M3), obs)
@@ -673,8 +673,8 @@ def test_a_conforming_outcome_on_a_table_the_checker_could_not_judge_is_unjudged
 
 
 def test_an_indeterminate_loser_is_resolved_from_the_log():
-    """A loser that timed out but whose commit landed is judged as committed
-    (issue 11, item 10): under C16/Serializable that is a safety deviation,
+    """A loser that timed out but whose commit landed is judged as committed:
+    under C16/Serializable that is a safety deviation,
     not an `error`; absent from the log, it stays an error."""
     from harness.matrices.conformance.matrix import resolve_loser
     from harness.matrices.conformance.rows import SETUP
@@ -693,7 +693,7 @@ def test_an_indeterminate_loser_is_resolved_from_the_log():
 
 def test_sail_versions_are_observed_from_the_log_not_assumed():
     """Sail reports no versions: the backend takes them from the log, and a
-    log without the evidence makes the cell uncontrolled (issue 11, item 12)."""
+    log without the evidence makes the cell uncontrolled."""
     from harness.matrices.conformance.rows import SETUP
     from harness.matrices.conformance.sail_backend import SailBackend
     from tests.synth import SynthRun

@@ -82,7 +82,7 @@ SAIL_VERDICTS = {
     "unpartitioned/WriteSerializable/insert-select>insert-select": (SAFETY, "committed"),
     # The outcome is as M2/P1 allow, but Sail's UPDATE commit carries no
     # readVersion and no op id: the serializability checker cannot judge
-    # the table, so the cell is no pass (issue 11, item 9).
+    # the table, so the cell is no pass.
     "partitioned-disjoint/WriteSerializable/update>insert": (UNJUDGED, "committed"),
     # P1: MERGEs with literal predicates on different partitions conflict.
     "partitioned-disjoint/WriteSerializable/merge>merge": (AVAILABILITY, "failed commit-conflict-unclassified"),

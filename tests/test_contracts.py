@@ -1,4 +1,4 @@
-"""Contract tests per extension point (issue 12): every registered workload
+"""Contract tests per extension point: every registered workload
 and nemesis gets them, a new one for free.
 
 - Workload: the seed alone fixes the op stream; every op round-trips

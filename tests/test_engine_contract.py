@@ -1,4 +1,4 @@
-"""The engine contract (issue 12): every engine the harness starts, on local
+"""The engine contract: every engine the harness starts, on local
 and S3 storage, runs the primitive ops it declares, and each op is checked
 against the table's own log, read without the engine: one new version per
 write, the rows the op should leave, the versions the engine reports.

@@ -690,7 +690,7 @@ DELTARS_TEXTS = [
     ),
     ("TimeoutError", "op exceeded 30 s", E.TIMEOUT, False),
     ("PanicException", "called `Option::unwrap()` on a `None` value", E.CRASH, False),
-    # Recorded with deltalake 1.x on a local table (issue 11, item 14).
+    # Recorded with deltalake 1.x on a local table.
     # dt.update({"k": "make_array(1)"}) on a BIGINT column: DataFusion words a
     # type error as "not implemented"; an error of the op, no missing feature.
     (

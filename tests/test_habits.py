@@ -1,4 +1,4 @@
-"""The habits CI keeps (issue 12): ruff's lint and format over the tree, and
+"""The habits CI keeps: ruff's lint and format over the tree, and
 mypy on the bottom layers (the paths are in pyproject.toml)."""
 
 from __future__ import annotations

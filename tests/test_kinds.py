@@ -1,4 +1,4 @@
-"""The table of anomaly kinds (checkers/kinds.py, issue 12): every kind a
+"""The table of anomaly kinds (checkers/kinds.py): every kind a
 checker names is in it with the claims it breaks, the README's checker
 table says the same, and an anomaly outside the table cannot be made."""
 

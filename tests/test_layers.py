@@ -1,4 +1,4 @@
-"""The layering of the code (issue 12), read from the source with `ast`.
+"""The layering of the code, read from the source with `ast`.
 
 A layer imports only the layers below it, and a package of layer 1 imports
 only what its row below names. A function-level import of a project module

@@ -1,7 +1,7 @@
 """Op streams are a function of the seed alone, and stay byte-identical
 across refactors: each workload's setup, client and final ops for fixed
 seeds, with its table declaration, hashed against a golden file recorded
-before the code was moved (issue 12).
+before the code was moved.
 
 Set DJ_UPDATE_OP_STREAMS=1 to rewrite the golden file, only for a change
 that is meant to alter what the workloads generate."""

@@ -1,4 +1,4 @@
-"""The test plan (issue 12): built once from a RunSpec, every part checked
+"""The test plan: built once from a RunSpec, every part checked
 before anything starts, and what spec.json records of it."""
 
 from __future__ import annotations

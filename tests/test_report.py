@@ -1,4 +1,4 @@
-"""report.html (issue 13): the plots and the timeline on small synthetic
+"""report.html: the plots and the timeline on small synthetic
 histories, the page of a real valid run, of a stored run with a planted
 lost write, and of a run with a dependency cycle (its graph inline), and
 both pages in a real browser: no errors, nothing fetched, every plot drawn."""

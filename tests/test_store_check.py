@@ -1,4 +1,4 @@
-"""The store is checked before an engine is blamed (issue 15): racing
+"""The store is checked before an engine is blamed: racing
 conditional PUTs, If-None-Match on overwrite, read-after-write and
 list-after-put, as a probe, as `delta-jepsen store-check`, and as the
 self-check before every S3 run, whose failure turns the anomalies such a

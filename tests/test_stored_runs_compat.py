@@ -1,4 +1,4 @@
-"""Run folders written before issue 12's restructuring still check with the
+"""Run folders written before the code was restructured into layers still check with the
 same verdicts: five small delta-rs runs (four workloads, and one append run
 with a planted lost write) recorded by the code as it stood, checked by the
 code as it stands. Paths inside them are placeholders (`/RUN-ROOT/`): `check`

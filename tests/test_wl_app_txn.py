@@ -189,7 +189,7 @@ def test_app_txn_on_delta_rs(results_dir: Path) -> None:
         "--engine",
         "delta-rs",
         "--storage",
-        "seaweedfs",  # every workload on SeaweedFS in CI (issue 15)
+        "seaweedfs",  # every workload on SeaweedFS in CI
         "--concurrency",
         "4",
         "--time-limit",

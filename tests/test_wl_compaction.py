@@ -128,7 +128,7 @@ def test_compaction_on_delta_rs_reports_what_it_finds(results_dir: Path) -> None
         "--engine",
         "delta-rs",
         "--storage",
-        "seaweedfs",  # every workload on SeaweedFS in CI (issue 15)
+        "seaweedfs",  # every workload on SeaweedFS in CI
         "--concurrency",
         "4",
         "--time-limit",

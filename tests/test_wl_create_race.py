@@ -265,7 +265,7 @@ def _rounds(events: list[dict]) -> dict[str, dict[str, Any]]:
 
 
 # Sail on SeaweedFS: with the other workload tests, every workload runs on
-# SeaweedFS in CI (issue 15); moto stays covered by the runs, nemeses and
+# SeaweedFS in CI; moto stays covered by the runs, nemeses and
 # conformance tests.
 ENGINES = [("delta-rs", "local", "5"), ("sail", "seaweedfs", "8")]
 

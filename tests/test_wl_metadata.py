@@ -226,7 +226,7 @@ def test_metadata_on_sail(results_dir: Path) -> None:
         "--engine",
         "sail",
         "--storage",
-        "seaweedfs",  # every workload on SeaweedFS in CI (issue 15)
+        "seaweedfs",  # every workload on SeaweedFS in CI
         "--nodes",
         "1",
         "--concurrency",

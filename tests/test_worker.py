@@ -49,7 +49,7 @@ def test_an_engine_error_is_classified_not_raised(tmp_path: Path) -> None:
 def test_a_bug_in_the_harness_is_a_harness_fault_not_an_engine_error(tmp_path: Path) -> None:
     """A KeyError raised by the harness's own code (here: an op whose value
     lacks a key the workload reads) is no answer of the engine: an info op
-    of class harness-fault naming the place (issue 11, item 13)."""
+    of class harness-fault naming the place."""
     client = _client(tmp_path)
     wl = make_workload("append", 1)
     table = wl.table()

@@ -2,7 +2,7 @@
 
 Each size runs in its own process (so peak RSS is that size's alone): the
 simulator generates a correct concurrent Delta history (timed apart), then
-the analysis runs on it. Targets (issue 3): 1M transactions in <= 30 s with
+the analysis runs on it. Targets: 1M transactions in <= 30 s with
 peak RSS <= 3 GB; moonshot <= 10 s.
 """
 

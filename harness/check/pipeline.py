@@ -108,7 +108,7 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
             gc.enable()
 
 
-# Run folders written before spec.json recorded "related_tables" (issue 12):
+# Run folders written before spec.json recorded "related_tables":
 # create-race was the one workload that wrote tables beside its own.
 _RELATED_TABLES_BEFORE_RECORDED = {"create-race": ("races/*",)}
 

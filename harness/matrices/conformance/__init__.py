@@ -1,4 +1,4 @@
-"""The conformance matrix (issue 6): deterministic two-transaction schedules,
+"""The conformance matrix: deterministic two-transaction schedules,
 one per documented conflict claim, per engine, isolation level and layout.
 
 - :mod:`harness.matrices.conformance.cells`: the op kinds, layouts, the cells and the
