@@ -160,11 +160,9 @@ def _header(run_dir: Path, verdict: str, doc: dict[str, Any], spec: dict[str, An
         counts += f"; conflict rate {100 * h['conflict_rate']:.1f}% of {h.get('write_ops')} write ops"
     # Whether a lost write is the engine's bug or its LogStore's documented
     # limit (e.g. one JVM's mutual exclusion on S3) turns on this line.
+    # Each engine's protocol names its LogStore (delta-spark's --log-store).
     protocols = spec.get("commit_protocols") or doc.get("commit_protocols") or {}
-    log_store = (spec.get("spec") or {}).get("log_store") if isinstance(spec.get("spec"), dict) else None
     commit = "; ".join(f"{engine}: {p}" for engine, p in protocols.items())
-    if log_store and log_store not in ("default", "auto"):
-        commit = f"log store {log_store}; {commit}"
     return (
         f'<header><h1 id="verdict" class="verdict">{verdict_badge(verdict)} {esc(_run_name(run_dir))}</h1>'
         f'<div class="sub">{_spec_line(spec)}</div>'
