@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, python_argv
+from harness.core.procs import ManagedProcess
 from harness.run.moto_main import AS_SHIPPED_ENV, SWITCH_INTERVAL_ENV
 from harness.run.storage import EMBEDDED_BUCKET, EMBEDDED_SECRET
+from harness.run.storage import start_moto as start_moto_server
 from harness.run.store_probe import (
     DYNAMODB_CONDITIONAL_UPDATE,
     PUT_IF_ABSENT,
@@ -52,24 +53,13 @@ def start_moto(
     argv: list[str] | None = None,
     start_timeout: float = START_TIMEOUT,
 ) -> tuple[ManagedProcess, str]:
-    """moto's server on a free loopback port, with `env` over this
-    process's environment minus the launcher's own settings (so an
-    as-shipped or switch-interval setting of the caller's shell does not
-    leak into the server the bench calls mended); `argv` replaces the
-    launcher. The process and its endpoint."""
-    base = {k: v for k, v in os.environ.items() if k not in (AS_SHIPPED_ENV, SWITCH_INTERVAL_ENV)}
-    server = ManagedProcess(
-        "moto_server",
-        argv or python_argv("harness.run.moto_main", "-H", "127.0.0.1", "-p", "0"),
-        log_path,
-        env={**base, "PYTHONUNBUFFERED": "1", **env},
-    ).start()
-    try:
-        m = server.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", start_timeout)
-    except BaseException:
-        server.stop()
-        raise
-    return server, f"http://127.0.0.1:{m.group(1)}"
+    """moto's server for the race (harness.run.storage.start_moto), and its
+    endpoint. The launcher's settings come from `env` alone: a caller's
+    as-shipped or switch-interval setting must not leak into a server the
+    bench calls mended (an empty value is no setting)."""
+    own = {AS_SHIPPED_ENV: "", SWITCH_INTERVAL_ENV: "", **env}
+    server, port = start_moto_server("moto_server", log_path, start_timeout, own, argv)
+    return server, f"http://127.0.0.1:{port}"
 
 
 @dataclass

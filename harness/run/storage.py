@@ -33,13 +33,20 @@ DEFAULT_REGION = "us-east-1"
 PROXY_CLIENT_SECRET = "delta-jepsen-proxy"
 
 
-def _start_moto(name: str, log_path: str | os.PathLike[str], start_timeout: float) -> tuple[ManagedProcess, int]:
-    """moto's server (harness.run.moto_main) on a free loopback port, and the port."""
+def start_moto(
+    name: str,
+    log_path: str | os.PathLike[str],
+    start_timeout: float = 30,
+    env: dict[str, str] | None = None,
+    argv: list[str] | None = None,
+) -> tuple[ManagedProcess, int]:
+    """moto's server (harness.run.moto_main, or `argv`) on a free loopback
+    port, `env` over this process's environment; the process and its port."""
     server = ManagedProcess(
         name,
-        python_argv("harness.run.moto_main", "-H", "127.0.0.1", "-p", "0"),
+        argv or python_argv("harness.run.moto_main", "-H", "127.0.0.1", "-p", "0"),
         log_path,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     ).start()
     try:
         m = server.wait_for_log(r"Running on http://127\.0\.0\.1:(\d+)", start_timeout)
@@ -123,7 +130,7 @@ class _S3(Storage):
         of its own, on loopback, stopped with the storage."""
         if self._dynamodb is not None:
             return
-        self._dynamodb, port = _start_moto("moto_server (DynamoDB)", log_path, start_timeout)
+        self._dynamodb, port = start_moto("moto_server (DynamoDB)", log_path, start_timeout)
         self._dynamodb_endpoint = f"http://127.0.0.1:{port}"
 
     def coordinator_endpoint(self) -> str | None:
@@ -249,7 +256,7 @@ class EmbeddedS3(_Embedded):
         self.bucket = EMBEDDED_BUCKET
         self.prefix = prefix
         self.region = DEFAULT_REGION
-        self.server, self.port = _start_moto("moto_server", log_path, start_timeout)
+        self.server, self.port = start_moto("moto_server", log_path, start_timeout)
         try:
             self.endpoint = f"http://127.0.0.1:{self.port}"
             self.boto3_client().create_bucket(Bucket=self.bucket)

@@ -327,14 +327,7 @@ class Proxy:
         if rule.params.get("after"):
             return await self._held_answer(rule, h, info, req)
         self._applied(rule)
-        self.holds[h.id] = h
-        self.hold_added.set()
-        self.hold_added = asyncio.Event()
-        try:
-            verdict = await h.release
-        finally:
-            self.holds.pop(h.id, None)
-        if verdict == "drop":
+        if await self._until_released(h) == "drop":
             if not h.done.done():
                 h.done.set_result(None)
             raise _Dropped()
@@ -359,16 +352,19 @@ class Proxy:
             return resp
         self._applied(rule)
         h.done.set_result(resp.status)
+        if await self._until_released(h) == "drop":
+            raise _Dropped()
+        return resp
+
+    async def _until_released(self, h: Hold) -> str:
+        """List the hold, wait for its release: "forward" or "drop"."""
         self.holds[h.id] = h
         self.hold_added.set()
         self.hold_added = asyncio.Event()
         try:
-            verdict = await h.release
+            return await h.release
         finally:
             self.holds.pop(h.id, None)
-        if verdict == "drop":
-            raise _Dropped()
-        return resp
 
     def _pin(self, info: ReqInfo) -> int | None:
         versions = [int(r.params["version"]) for r in self.matching(info, "pin")]
