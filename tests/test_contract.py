@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.check.junit import report_suite
 from harness.check.pipeline import check_run
 from harness.core.contract import LOST_COMMIT_KINDS, breaches, outside_contract_text
 
@@ -89,6 +90,8 @@ def test_a_stored_two_jvm_run_is_outside_contract_and_names_the_commit_that_repl
     assert doc["contract"]["outside"].startswith("outside contract: 2 delta-spark clusters")
     assert "outside contract" in (stored_run / "summary.txt").read_text().splitlines()[0]
     assert 'id="outside-contract"' in (stored_run / "report.html").read_text()
+    (case,) = [c for c in report_suite(report).cases if c.name == "durability"]
+    assert case.message == "1 anomaly: lost-write (spec C7); 1 outside contract"
 
 
 def test_the_same_run_inside_its_contract_would_blame_nothing_on_the_contract(stored_run):

@@ -239,7 +239,12 @@ def checker_case(r: CheckResult, classname: str) -> Case:
         case.outcome = FAILURE
         case.type = ",".join(kinds) or "invalid"
         head = f"{len(r.anomalies)} anomal{'y' if len(r.anomalies) == 1 else 'ies'}: {', '.join(kinds)}"
-        case.message = head + (f" (spec {', '.join(claims)})" if claims else "") if r.anomalies else r.explanation
+        # A CI page shows the message first: a run outside its contract says so there.
+        outside = sum(1 for a in r.anomalies if a.details.get("outside_contract"))
+        tail = f"; {outside} outside contract" if outside else ""
+        case.message = (
+            head + (f" (spec {', '.join(claims)})" if claims else "") + tail if r.anomalies else r.explanation
+        )
         case.text = _anomaly_lines(r)
     elif r.verdict is Verdict.UNKNOWN:
         case.outcome = SKIPPED
