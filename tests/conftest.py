@@ -2,14 +2,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import harness  # noqa: F401  (before any test imports gRPC: see harness/__init__.py)
+from tests.known import DELTA_SPARK_COORDINATOR_AGAIN, DELTA_SPARK_SINGLE_DRIVER, EXPECTED_XFAILS, assert_only_known
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,71 +65,71 @@ def results_dir(tmp_path: Path) -> Path:
     return d
 
 
-# Kinds a lost commit drags along: a read that saw the replaced commit saw a
-# state the final log does not hold. Accepted only beside the lost write they
-# follow from, never on their own.
-LOST_WRITE_CONSEQUENCES = frozenset({"state-never-existed", "read-version-mismatch", "stale-read"})
-# The faults that apply a commit (or a coordinator's ratification) and lose
-# its answer: the proxy's rule kinds.
-AMBIGUOUS_FAULTS = ("ambiguous", "applied-error", "applied-late")
-
-
-def xfail_if_single_driver_lost_commits(doc: dict, run_dir: Path) -> None:
-    """delta-spark's S3SingleDriverLogStore on several JVMs: outside its
-    documented contract (one driver), and two JVMs can both write version v,
-    the later PUT replacing the earlier commit. Known only where the check
-    itself says so, on every lost write: the outside-contract label, and the
-    commit that replaced it (both JVMs' commit lines and the log's txnId)."""
-    lost = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "lost-write"]
-    if not lost:
-        return
-    for a in lost:
-        details = a.get("details") or {}
-        assert "S3SingleDriverLogStore" in details.get("outside_contract", ""), a["explanation"]
-        assert details.get("replaced_by"), a["explanation"]
-    versions = sorted({r["version"] for a in lost for r in a["details"]["replaced_by"]})
-    pytest.xfail(
-        f"outside contract (spec C7, C11), delta-spark with S3SingleDriverLogStore on 2 JVMs: {len(lost)} "
-        f"acknowledged write(s) lost, replaced at version(s) {versions}; first: {lost[0]['explanation'][:300]}"
-    )
-
-
-def xfail_if_coordinator_committed_a_transaction_again(doc: dict, run_dir: Path) -> None:
-    """delta-spark's DynamoDB commit coordinator, when the answer to a
-    ratifying UpdateItem is lost after DynamoDB applied it: the SDK sends it
-    again, the condition fails on the version it just ratified, and Delta
-    retries the same transaction as the next version. Known only with its
-    evidence: each duplicate commit's versions carry one transaction id, and
-    the proxy applied an ambiguous fault."""
-    dups = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "duplicate-commit"]
-    assert all((a.get("details") or {}).get("same_transaction") for a in dups), dups
-    stats = json.loads((run_dir / "logs" / "s3proxy-stats.json").read_text())
-    assert any(stats.get("faults", {}).get(k) for k in AMBIGUOUS_FAULTS), stats.get("faults")
-    pytest.xfail(
-        f"deviation (spec C4, C6), delta-spark's DynamoDB commit coordinator under a lost UpdateItem answer: "
-        f"{len(dups)} transaction(s) committed again, e.g. {dups[0]['explanation'][:300]}"
-    )
-
-
 def assert_only_known_findings(doc: dict, run_dir: Path, engine: str) -> None:
     """A run under faults that keep put-if-absent (kill, pause, s3-errors,
     latency, partition, clock, ambiguous) explains no anomaly by its faults:
-    each one fails the test unless it is a known engine finding shown with
-    its evidence (then xfail, named). Known: delta-spark's default S3
-    LogStore on two JVMs (xfail_if_single_driver_lost_commits), and its
-    DynamoDB commit coordinator under a lost UpdateItem answer
-    (xfail_if_coordinator_committed_a_transaction_again)."""
-    anomalies = [(c["checker"], a) for c in doc["checkers"] for a in c["anomalies"]]
-    if not anomalies:
-        return
-    kinds = {a["kind"] for _, a in anomalies}
-    if engine == "delta-spark" and "lost-write" in kinds and kinds <= {"lost-write"} | LOST_WRITE_CONSEQUENCES:
-        xfail_if_single_driver_lost_commits(doc, run_dir)
-    if engine == "delta-spark" and kinds == {"duplicate-commit"}:
-        xfail_if_coordinator_committed_a_transaction_again(doc, run_dir)
-    raise AssertionError(
-        "anomalies no fault explains and no known finding covers: "
-        + "; ".join(
-            f"{checker}: {a['kind']} ({a.get('claim')}): {a['explanation'][:200]}" for checker, a in anomalies[:8]
-        )
+    every checker is valid, or the run shows a known deviation of `engine`
+    with its evidence (tests/known.py), and is xfailed naming it."""
+    assert_only_known(doc, run_dir, KNOWN_UNDER_FAULTS.get(engine, ()), pinned=False)
+
+
+# The engines' known deviations a run under faults may show.
+KNOWN_UNDER_FAULTS = {"delta-spark": (DELTA_SPARK_SINGLE_DRIVER, DELTA_SPARK_COORDINATOR_AGAIN)}
+
+
+# -- what CI did not run, and xfails nobody declared --------------------------------------
+
+# CI must run everything: a skip there is a failure unless the test is
+# marked `may_skip` with the reason it may skip on CI's machine too.
+ON_CI = bool(os.environ.get("CI"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "may_skip(reason): the test may skip in CI too (e.g. it needs what a fresh clone lacks)"
     )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if ON_CI and report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("may_skip") is None:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, which must run it (mark it may_skip with a reason if it may not): {reason}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every xfail of the session is one tests/known.py declares, and a test
+    declared to xfail in every run that ran and passed is news: either fails
+    the session, with one line each."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:  # an xdist worker: the controller judges the whole session
+        return
+    problems = xfail_problems(reporter.stats)
+    if problems:
+        reporter.write_line("")
+        for line in problems:
+            reporter.write_line(f"xfail check: {line}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def xfail_problems(stats: dict[str, list[Any]]) -> list[str]:
+    """What the session's xfailed and passed reports break of EXPECTED_XFAILS."""
+    out = []
+    for r in stats.get("xfailed", []):
+        declared = EXPECTED_XFAILS.get(r.nodeid)
+        if declared is None:
+            out.append(f"{r.nodeid} xfailed, and tests/known.py declares no xfail for it: {r.wasxfail[:200]}")
+        elif KNOWN_ID.fullmatch(declared.reason) and f"[{declared.reason}]" not in r.wasxfail:
+            out.append(f"{r.nodeid} xfailed without naming [{declared.reason}]: {r.wasxfail[:200]}")
+    for r in stats.get("passed", []):
+        declared = EXPECTED_XFAILS.get(r.nodeid)
+        if declared is not None and declared.always and getattr(r, "when", "call") == "call":
+            out.append(f"{r.nodeid} passed, but it is declared to xfail in every run ({declared.reason})")
+    return out
+
+
+# A known deviation's id, as tests/known.py names them: "<engine>:<claims>:<what>".
+KNOWN_ID = re.compile(r"[a-z-]+:[A-Z0-9,]+:[a-z0-9-]+")

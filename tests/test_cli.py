@@ -160,6 +160,7 @@ _HOG = (
 )
 
 
+@pytest.mark.may_skip("a process limit binds only a user other than root: it needs root, to switch user with setpriv")
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_workers_the_os_refuses_end_the_run_with_one_line_and_no_process_left(tmp_path) -> None:
     """Another program of the same user holds most of its process limit (a

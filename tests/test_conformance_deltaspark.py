@@ -61,9 +61,9 @@ def test_workers_stop_their_nodes_and_leave_no_scratch(sample_run):
     assert [n for n in sample_run["scratch_left"] if n.startswith("dj-")] == []
 
 
-def test_cells_are_controlled_and_deterministic(sample):
-    outcomes = [[(r.cell.id, r.obs.observed(), r.verdict) for r in rep] for rep in sample]
-    assert all(o == outcomes[0] for o in outcomes), outcomes
+def test_cells_are_controlled(sample):
+    # Determinism is test_outcomes_per_cell's: each cell gives the outcome
+    # every earlier run gave, pinned by hand below.
     for r in sample[0]:
         assert r.verdict not in (UNCONTROLLED, V_ERROR), (r.cell.id, r.why, r.obs.control_note)
         if r.verdict != V_UNSUPPORTED and r.cell.winner != C.CREATE:

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from datetime import datetime
@@ -856,43 +857,57 @@ def test_unsafe_put(engine: str, results_dir: Path) -> None:
     assert sanity["verdict"] == "valid", out
 
 
-def test_fault_runs_accept_no_anomaly_but_a_known_finding_with_evidence(tmp_path: Path) -> None:
-    """The guard the real fault runs use: faults that keep put-if-absent
-    explain nothing, and each known finding needs the evidence the check
-    itself attaches."""
+def _stored(name: str, dest: Path) -> Path:
+    """A real run folder kept in tests/fixtures (tar.gz), unpacked at `dest`."""
+    dest.mkdir()
+    with tarfile.open(REPO / "tests" / "fixtures" / f"{name}.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    return dest
 
-    def doc(*anomalies: dict[str, Any]) -> dict[str, Any]:
-        return {"checkers": [{"checker": "durability", "anomalies": list(anomalies)}]}
 
-    def a(kind: str, **details: Any) -> dict[str, Any]:
-        return {"kind": kind, "claim": "C7", "explanation": f"a {kind}", "details": details}
+@pytest.mark.parametrize(
+    ("fixture", "known"),
+    [
+        # Two delta-spark JVMs on S3SingleDriverLogStore: op 0.2's commit of version 1 replaced by n2's.
+        ("two-jvm-single-driver", "delta-spark:C7,C11:single-driver-lost-commit"),
+        # Coordinated commits under `ambiguous`: txn e7df90a0 at versions 3, 4 and 6, and four more such.
+        ("coordinator-ambiguous", "delta-spark:C4,C6:coordinator-commits-again"),
+    ],
+)
+def test_a_fault_run_is_known_only_with_the_evidence_of_each_anomaly(
+    fixture: str, known: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard the real fault runs use, on real stored runs: each shows one
+    known delta-spark deviation, named by the xfail; the same run with one
+    more anomaly planted fails; a delta-rs run may show none of them."""
+    from harness.check.pipeline import check_run
+    from tests.known import PLANT_ENV
 
-    (tmp_path / "logs").mkdir()
-    assert assert_only_known_findings(doc(), tmp_path, "delta-rs") is None
-    for kind in ("stale-read", "lost-write", "duplicate-row", "failed-but-committed", "duplicate-commit"):
-        with pytest.raises(AssertionError, match="no fault explains"):
-            assert_only_known_findings(doc(a(kind)), tmp_path, "delta-rs")
-    # delta-spark's lost write: known only outside contract, with the commit that replaced it.
-    replaced = [{"version": 7, "logged_by": "n1", "now_op": "1.4", "now_node": "n2"}]
-    outside = "2 delta-spark clusters write one table through S3SingleDriverLogStore, ..."
-    with pytest.raises(AssertionError):
-        assert_only_known_findings(doc(a("lost-write", replaced_by=replaced)), tmp_path, "delta-spark")
-    with pytest.raises(AssertionError):
-        assert_only_known_findings(doc(a("lost-write", outside_contract=outside)), tmp_path, "delta-spark")
-    known = a("lost-write", outside_contract=outside, replaced_by=replaced)
-    with pytest.raises(pytest.xfail.Exception, match=r"C7, C11.*version\(s\) \[7\]"):
-        assert_only_known_findings(doc(known, a("stale-read")), tmp_path, "delta-spark")
-    # A kind no lost write drags along is never excused by it.
-    with pytest.raises(AssertionError, match="no fault explains"):
-        assert_only_known_findings(doc(known, a("duplicate-row")), tmp_path, "delta-spark")
-    # The coordinator's double commit: one transaction id at both versions, and an ambiguous fault applied.
-    stats = tmp_path / "logs" / "s3proxy-stats.json"
-    stats.write_text(json.dumps({"faults": {"latency": 3}}))
-    twice = a("duplicate-commit", same_transaction="e7df90a0-144d")
-    with pytest.raises(AssertionError):
-        assert_only_known_findings(doc(twice), tmp_path, "delta-spark")  # no ambiguous fault applied
-    stats.write_text(json.dumps({"faults": {"ambiguous": 2}}))
-    with pytest.raises(AssertionError):
-        assert_only_known_findings(doc(twice, a("duplicate-commit")), tmp_path, "delta-spark")  # one lacks it
-    with pytest.raises(pytest.xfail.Exception, match="C4, C6"):
-        assert_only_known_findings(doc(twice), tmp_path, "delta-spark")
+    run = _stored(fixture, tmp_path / "run")
+    doc = check_run(run).doc
+    with pytest.raises(pytest.xfail.Exception, match=re.escape(f"[{known}]")):
+        assert_only_known_findings(doc, run, "delta-spark")
+    with pytest.raises(AssertionError, match="no known deviation explains"):
+        assert_only_known_findings(doc, run, "delta-rs")
+    monkeypatch.setenv(PLANT_ENV, "log-in-commit-timestamp")
+    with pytest.raises(AssertionError, match="log-in-commit-timestamp"):
+        assert_only_known_findings(doc, run, "delta-spark")
+
+
+def test_each_anomaly_needs_its_own_evidence(tmp_path: Path) -> None:
+    """One anomaly stripped of its evidence is no longer excused, whatever
+    the others show: the evidence is matched anomaly by anomaly."""
+    from harness.check.pipeline import check_run
+
+    run = _stored("coordinator-ambiguous", tmp_path / "run")
+    doc = check_run(run).doc
+    dups = [a for c in doc["checkers"] for a in c["anomalies"] if a["kind"] == "duplicate-commit"]
+    assert len(dups) >= 2
+    dups[-1]["details"].pop("same_transaction")
+    with pytest.raises(AssertionError, match="different transaction ids"):
+        assert_only_known_findings(doc, run, "delta-spark")
+    # And without the fault that explains them, none is.
+    (run / "logs" / "s3proxy-stats.json").write_text(json.dumps({"faults": {"latency": 3}}))
+    doc = check_run(run).doc
+    with pytest.raises(AssertionError, match="no ambiguous fault was applied"):
+        assert_only_known_findings(doc, run, "delta-spark")
