@@ -189,7 +189,14 @@ def _planted(doc: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     plants = {"log-gap": plant_log_gap, "log-in-commit-timestamp": plant_in_commit_timestamp}
     if kind not in plants:
         raise AssertionError(f"{PLANT_ENV}={kind!r}: valid: {', '.join(plants)}")
-    plants[kind](Run(run_dir))
+    run = Run(run_dir)
+    if len(run.versions()) < 2:
+        # A table of one version (create-race's root): plant in the related
+        # table (a round's) with the longest log.
+        logs = sorted((run_dir / "table").glob("*/**/_delta_log"), key=lambda d: len(list(d.glob("*.json"))))
+        if logs:
+            run.log_dir = logs[-1]
+    plants[kind](run)
     return check_run(run_dir).doc
 
 
