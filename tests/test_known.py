@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.conftest import xfail_problems
+from tests.conftest import xfail_notes, xfail_problems
 from tests.known import EXPECTED_XFAILS
 
 STALE = (
@@ -48,3 +48,8 @@ def test_an_always_declared_xfail_that_passed_fails_the_session() -> None:
     assert "declared to xfail in every run" in line
     # One that may show passes quietly.
     assert xfail_problems({"passed": [Report(STALE)]}) == []
+
+
+def test_a_may_show_xfail_that_passed_is_noted_in_the_summary() -> None:
+    (line,) = xfail_notes({"passed": [Report(STALE), Report(LIST_APPEND), Report("tests/test_x.py::test_other")]})
+    assert line.startswith(STALE) and "store:C12:stale-list-stale-read" in line
