@@ -98,6 +98,10 @@ class S3ErrorsNemesis(ProxyNemesis):
 
 
 class LatencyNemesis(ProxyNemesis):
+    """latency: every request of one node (or of all) is delayed by 50, 200
+    or 500 ms, plus up to 200 ms of jitter, then passed on unchanged: slow
+    commits widen every race window without failing anything."""
+
     name = "latency"
     kind = "latency"
 

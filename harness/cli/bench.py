@@ -26,7 +26,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     bc.add_argument("--sizes", default="10000,100000,1000000", help="transaction counts (default 10000,100000,1000000)")
     bc.add_argument("--concurrency", type=positive(int), default=8, help="transactions in flight (default 8)")
     bc.add_argument("--isolation", default="WriteSerializable", help="Serializable or WriteSerializable")
-    bc.add_argument("--seed", type=int, default=1)
+    bc.add_argument("--seed", type=int, default=1, help="seed of the simulated histories (default 1)")
     bp = sub.add_parser("bench-proxy", help="the S3 fault proxy's added latency and throughput, no faults armed")
     bp.add_argument("--requests", type=positive(int), default=600, help="requests each way for latency (default 600)")
     bp.add_argument("--clients", type=positive(int), default=8, help="concurrent clients for throughput (default 8)")
@@ -34,7 +34,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     bk = sub.add_parser("bench-check", help="full `check` of a stored simulated run (default 100k commits), timed")
     bk.add_argument("--commits", default="100000", help="log commits per run, comma-separated (default 100000)")
     bk.add_argument("--concurrency", type=positive(int), default=8, help="transactions in flight (default 8)")
-    bk.add_argument("--seed", type=int, default=1)
+    bk.add_argument("--seed", type=int, default=1, help="seed of the simulated runs (default 1)")
     bk.add_argument(
         "--dir", default=None, help="keep the generated runs here and reuse them (default: a temp dir, removed)"
     )

@@ -13,12 +13,24 @@ import sys
 import traceback
 from typing import NoReturn
 
-from harness.cli import bench, check, conformance, jars, listing, matrix, reproduce, run, serve, store_check
+from harness.cli import (
+    bench,
+    check,
+    conformance,
+    jars,
+    listing,
+    matrix,
+    reference,
+    reproduce,
+    run,
+    serve,
+    store_check,
+)
 from harness.cli.options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Handler
 from harness.core.errors import HarnessError
 
 # In the order `--help` lists them.
-COMMANDS = (run, check, reproduce, bench, matrix, listing, jars, conformance, serve, store_check)
+COMMANDS = (run, check, reproduce, bench, matrix, listing, jars, conformance, serve, store_check, reference)
 
 
 class _Parser(argparse.ArgumentParser):

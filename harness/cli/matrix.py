@@ -17,7 +17,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     m.add_argument("--concurrency", type=positive(int), default=8, help="client workers per cell (default 8)")
     m.add_argument("--storage", default="s3", help="storage for every cell (default s3: embedded moto)")
     m.add_argument("--jobs", type=positive(int), default=1, help="cells run at once (default 1)")
-    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--seed", type=int, default=1, help="seed of every cell's run (default 1)")
     m.add_argument("--results-dir", default=None, help="results root (default $DJ_RESULTS_DIR or ./results)")
     m.add_argument("--no-progress", action="store_true", help="no progress line per cell on stderr")
     m.add_argument("--junit-xml", metavar="PATH", default=None, help="also write one JUnit testcase per cell, for CI")

@@ -1,0 +1,178 @@
+"""`delta-jepsen reference`: the reference pages of the docs site, written
+from the code itself (the argument parser, the registries of workloads,
+nemeses and checkers, and the claims the checkers cite), so they cannot
+drift from what the tool does."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.cli.options import Handler
+
+# The pages, by file name, in the order the site lists them.
+PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
+    r = sub.add_parser("reference", help="write the reference pages (Markdown) generated from the code")
+    r.add_argument("--out", required=True, type=Path, help="folder to write the pages into (created if missing)")
+    # `sub` holds every command once the parser is built, this one among them.
+    return {"reference": lambda args: cmd_reference(args, sub)}
+
+
+def cmd_reference(args: argparse.Namespace, sub: argparse._SubParsersAction) -> int:
+    for name, text in pages(sub).items():
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / name).write_text(text)
+    print(f"wrote {len(PAGES)} pages to {args.out}")
+    return 0
+
+
+def pages(sub: argparse._SubParsersAction) -> dict[str, str]:
+    """Every reference page, by file name; `sub` holds the command line's
+    commands (`commands_of` finds it in a parser)."""
+    makers: dict[str, Callable[[], str]] = {
+        "cli.md": lambda: cli_page(sub),
+        "workloads.md": workloads_page,
+        "nemeses.md": nemeses_page,
+        "checkers.md": checkers_page,
+        "claims.md": claims_page,
+    }
+    return {name: makers[name]() for name in PAGES}
+
+
+# -- commands and flags ----------------------------------------------------------------------
+
+
+def commands_of(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def subcommands(sub: argparse._SubParsersAction) -> list[tuple[str, str, argparse.ArgumentParser]]:
+    """(name, one-line help, parser) of every command, in `--help` order."""
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    return [(name, helps.get(name, ""), p) for name, p in sub.choices.items()]
+
+
+def flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+
+
+def _flag_name(a: argparse.Action) -> str:
+    if a.option_strings:
+        return ", ".join(a.option_strings)
+    return str(a.metavar or a.dest).upper()
+
+
+def _default(a: argparse.Action) -> str:
+    if a.required or a.default in (None, argparse.SUPPRESS, False) or not a.option_strings:
+        return ""
+    if isinstance(a, argparse._StoreTrueAction):
+        return ""
+    return f"`{a.default}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def cli_page(sub: argparse._SubParsersAction) -> str:
+    out = [
+        "# Commands and flags",
+        "",
+        "Generated from the command line's own parser (`delta-jepsen reference`).",
+        "`delta-jepsen` alone, or followed by flags only, runs `run`.",
+        "",
+        "Exit codes: 0 valid, 1 invalid (a guarantee did not hold), 2 bad input or a harness error, "
+        "3 unknown, 130 interrupted.",
+        "",
+    ]
+    for name, help_text, p in subcommands(sub):
+        out += [f"## {name}", "", f"{help_text}.".replace("..", "."), ""]
+        fl = flags(p)
+        if not fl:
+            out += ["No flags.", ""]
+            continue
+        out += ["| flag | what it does | default |", "|---|---|---|"]
+        for a in fl:
+            choices = f" One of: {', '.join(map(str, a.choices))}." if a.choices else ""
+            required = " Required." if a.required else ""
+            out.append(f"| `{_flag_name(a)}` | {_cell(str(a.help or ''))}{choices}{required} | {_default(a)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+# -- registries ----------------------------------------------------------------------------
+
+
+def _doc(obj: object) -> str:
+    return inspect.cleandoc(getattr(obj, "__doc__", None) or "(undocumented)")
+
+
+def _entry_doc(name: str, target: str) -> str:
+    """A registry entry's text: its class's docstring, else its module's,
+    or the module's bullet for it where one module holds several."""
+    module_name, cls = target.split(":")
+    module = importlib.import_module(module_name)
+    own = getattr(module, cls).__doc__
+    if own:
+        return inspect.cleandoc(own)
+    doc = _doc(module)
+    if doc.startswith(f"{name}:"):
+        return doc
+    bullet = re.search(rf"^- {re.escape(name)}:.*?(?=^- |^\s*$|\Z)", doc, re.M | re.S)
+    return inspect.cleandoc(bullet.group(0)[2:]) if bullet else doc
+
+
+def workloads_page() -> str:
+    from workloads import _REGISTRY
+
+    out = ["# Workloads", "", "Generated from the workload registry (`--workload NAME`).", ""]
+    for name, target in _REGISTRY.items():
+        out += [f"## {name}", "", _entry_doc(name, target), ""]
+    return "\n".join(out)
+
+
+def nemeses_page() -> str:
+    from nemeses import _REGISTRY
+
+    out = [
+        "# Nemeses",
+        "",
+        "Generated from the nemesis registry (`--nemesis a,b,...`; `none` injects no fault).",
+        "",
+    ]
+    for name, target in _REGISTRY.items():
+        out += [f"## {name}", "", _entry_doc(name, target), ""]
+    return "\n".join(out)
+
+
+def checkers_page() -> str:
+    from checkers import CHECKERS
+
+    out = ["# Checkers", "", "Generated from the checker registry: each judges (history, transaction log).", ""]
+    for name, fn in CHECKERS.items():
+        out += [f"## {name}", "", _doc(sys.modules[fn.__module__]), ""]
+    return "\n".join(out)
+
+
+def claims_page() -> str:
+    from checkers.claims import CLAIMS
+
+    out = [
+        "# The contract under test",
+        "",
+        "Each claim the checkers and the conformance matrix cite, by id (`checkers/claims.py`). "
+        "An anomaly names the claim it breaks.",
+        "",
+        "| claim | what it says |",
+        "|---|---|",
+    ]
+    out += [f"| <span id='{cid}'></span>**{cid}** | {_cell(text)} |" for cid, text in CLAIMS.items()]
+    return "\n".join(out) + "\n"
