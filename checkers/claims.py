@@ -1,10 +1,12 @@
 """The spec's claims, one line of text per id: what `spec C7` says.
 
-The contract under test is `shared/spec/delta-guarantees.md` (beside this
-repository; README: "What is checked"). Checkers and conformance rows cite
-its claims by id; the report shows the text beside the id, so a person
-reading an anomaly need not look it up. `tests/test_claims.py` keeps this
-table in step with the spec wherever the spec is beside the checkout.
+This is the contract under test as the project cites it: checkers and
+conformance rows cite its claims by id; the report shows the text beside
+the id, so a person reading an anomaly need not look it up; the docs'
+reference page "The contract under test" is written from it. The claims
+restate Delta Lake's documentation (the spec the project was written
+against); `tests/test_claims.py` keeps this table in step with that spec
+wherever it is beside the checkout.
 """
 
 from __future__ import annotations

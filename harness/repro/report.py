@@ -12,7 +12,8 @@ from checkers.claims import claim_text
 from harness.repro.schedule import Schedule, describe_fault
 from harness.repro.standalone import SCRIPT_NAME
 
-_SPEC = "delta-guarantees.md"
+# The docs' claims page (`delta-jepsen reference`), the contract as the project cites it.
+_SPEC = "the contract under test, docs reference/claims"
 _ENGINE_PACKAGES = ("deltalake", "pyspark", "pysail", "delta-spark", "python")
 
 

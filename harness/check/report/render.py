@@ -319,8 +319,9 @@ def _claims(results: Sequence[CheckResult]) -> str:
         return ""
     rows = "".join(f'<tr id="claim-{esc(c)}"><th>{esc(c)}</th><td>{esc(claim_text(c))}</td></tr>' for c in cited)
     return (
-        '<section id="claims"><h2>Spec claims cited</h2><p class="muted">From the contract under test, '
-        "<code>shared/spec/delta-guarantees.md</code>.</p>"
+        '<section id="claims"><h2>Spec claims cited</h2><p class="muted">From the contract under test, as '
+        "delta-jepsen cites it (the docs' page <em>The contract under test</em>, "
+        "<code>delta-jepsen reference</code>).</p>"
         f"<table>{rows}</table></section>"
     )
 
