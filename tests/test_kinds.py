@@ -1,6 +1,6 @@
 """The table of anomaly kinds (checkers/kinds.py): every kind a
-checker names is in it with the claims it breaks, the README's checker
-table says the same, and an anomaly outside the table cannot be made."""
+checker names is in it with the claims it breaks, the docs' checker
+table ("What is checked") says the same, and an anomaly outside the table cannot be made."""
 
 from __future__ import annotations
 

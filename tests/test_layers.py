@@ -317,7 +317,8 @@ _M_TARGET = re.compile(r"""(?:"-m",\s*"|python_argv\(\s*"|python -m )((?:harness
 
 def test_every_python_m_target_resolves() -> None:
     targets = {t.rstrip(".") for path in modules(REPO).values() for t in _M_TARGET.findall(path.read_text())}
-    targets |= {t.rstrip(".") for t in _M_TARGET.findall((REPO / "README.md").read_text())}
+    for doc in [REPO / "README.md", *sorted((REPO / "docs" / "src").rglob("*.md"))]:
+        targets |= {t.rstrip(".") for t in _M_TARGET.findall(doc.read_text())}
     assert "harness.cli" in targets
     for t in sorted(targets):
         spec = importlib.util.find_spec(t)

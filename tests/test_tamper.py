@@ -746,13 +746,16 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
     assert wrong == [], "\n".join(wrong)
 
 
-# -- the README's checker table and this suite ----------------------------------------
+# -- the docs' checker table and this suite -------------------------------------------
+
+# The explanation page "What is checked" (once the README's section).
+CHECKING_PAGE = REPO / "docs" / "src" / "explanation" / "checking.md"
 
 UNPROVEN_HEADING = "Anomaly kinds with no planted test"
 
 
 def _readme_kinds() -> dict[str, set[str]]:
-    text = (REPO / "README.md").read_text()
+    text = CHECKING_PAGE.read_text()
     table = text[text.index("| checker | claim | anomaly kinds |") :]
     table = table[: table.index("\n\n")]
     out: dict[str, set[str]] = {}
@@ -765,7 +768,7 @@ def _readme_kinds() -> dict[str, set[str]]:
 
 
 def _readme_unproven() -> set[tuple[str, str]]:
-    text = (REPO / "README.md").read_text()
+    text = CHECKING_PAGE.read_text()
     section = text[text.index(UNPROVEN_HEADING) :]
     section = section[: section.index("\n\n")]
     return {(m.group(1), m.group(2)) for m in re.finditer(r"`([\w-]+)`: `([\w-]+)`", section)}
@@ -777,7 +780,7 @@ def test_every_readme_kind_is_planted_or_listed_unproven() -> None:
     unproven = _readme_unproven()
     assert planted <= readme, sorted(planted - readme)
     assert readme - planted == unproven, (
-        "README unproven list out of step",
+        "the docs' unproven list is out of step",
         sorted((readme - planted) - unproven),
         sorted(unproven - (readme - planted)),
     )
