@@ -10,11 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from checkers import CHECKERS
 from checkers.claims import CLAIMS
 from harness.cli.main import build_parser
 from harness.cli.reference import PAGES, commands_of, flags, pages, subcommands
 from nemeses import NEMESIS_NAMES
+from tests.browser import png_size, static_server, visit
 from workloads import WORKLOAD_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,29 +64,49 @@ def test_every_workload_nemesis_checker_and_claim_has_its_entry() -> None:
         assert f"<span id='{cid}'></span>**{cid}**" in got["claims.md"], cid
 
 
-def test_the_docs_site_builds_strictly_with_no_warning(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    out = tmp_path_factory.mktemp("docs") / "site"
     res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "-f",
-            str(REPO / "docs" / "mkdocs.yml"),
-            "-d",
-            str(tmp_path / "site"),
-        ],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "docs" / "mkdocs.yml"), "-d", str(out)],
         capture_output=True,
         text=True,
         timeout=180,
     )
+    return out, res
+
+
+def test_the_docs_site_builds_strictly_with_no_warning(site: tuple[Path, subprocess.CompletedProcess]) -> None:
+    out, res = site
     assert res.returncode == 0, res.stdout + res.stderr
     assert "WARNING" not in res.stderr, res.stderr
-    site = tmp_path / "site"
     for page in ("index.html", *(f"reference/{p.removesuffix('.md')}/index.html" for p in PAGES)):
-        assert (site / page).is_file(), page
-    assert "--nemesis-interval" in (site / "reference/cli/index.html").read_text()
+        assert (out / page).is_file(), page
+    assert "--nemesis-interval" in (out / "reference/cli/index.html").read_text()
+
+
+def test_the_site_opens_in_a_browser(site: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> None:
+    """The index and the commands page in headless chromium: they load with
+    no error and no request off the machine, the index links to every part,
+    and the commands page holds a row per flag."""
+    out, res = site
+    assert res.returncode == 0, res.stderr
+    parser, _ = build_parser()
+    n_flags = sum(len(flags(p)) for _, _, p in subcommands(commands_of(parser)))
+    with static_server(out) as base:
+        links = ["a[href*='reference/']", "a[href*='explanation/']"]
+        index = visit(f"{base}/index.html", tmp_path / "index.png", links)
+        cli = visit(f"{base}/reference/cli/", tmp_path / "cli.png", ["h2", "[role='main'] table tbody tr"])
+    for v in (index, cli):
+        assert not v.console_errors and not v.page_errors and not v.failed_requests, v
+        assert not v.foreign_requests(), v.foreign_requests()
+        width, height = png_size(v.screenshot)
+        assert width >= 1000 and height >= 600, (v.url, width, height)
+    assert index.title.startswith("delta-jepsen")
+    assert index.counts["a[href*='reference/']"] >= 5 and index.counts["a[href*='explanation/']"] >= 8, index.counts
+    assert cli.title.startswith("Commands and flags")
+    assert cli.counts["h2"] == len(subcommands(commands_of(parser))), cli.counts
+    assert cli.counts["[role='main'] table tbody tr"] == n_flags, (cli.counts, n_flags)
 
 
 def test_reference_writes_its_pages_and_refuses_an_unusable_folder(tmp_path: Path) -> None:
