@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from checkers import (
@@ -23,6 +24,7 @@ from checkers import (
 )
 from checkers.base import CheckerFn
 from checkers.facts import reads
+from harness.core.errors import HarnessError
 from harness.core.history import History, Op
 
 CHECKERS: dict[str, CheckerFn] = {
@@ -42,6 +44,24 @@ CHECKERS: dict[str, CheckerFn] = {
     create_race.NAME: create_race.check,
     exception_classes.NAME: exception_classes.check,
 }
+
+
+def checker_fn(name: str) -> CheckerFn:
+    """A registered checker by name, or one of your own as "module:function",
+    a pure function (History, TransactionLog) -> CheckResult."""
+    if name in CHECKERS:
+        return CHECKERS[name]
+    module, _, attr = name.partition(":")
+    if not attr:
+        raise HarnessError(f"unknown checker {name!r}; valid: {', '.join(CHECKERS)}, or module:function of your own")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise HarnessError(f"checker {name!r} cannot be loaded: {type(e).__name__}: {e}") from None
+    if not callable(fn):
+        raise HarnessError(f"checker {name!r} is not a function")
+    return fn
+
 
 # Checkers a hole in the table's log does not bound (checkers.horizon):
 # log-sanity judges the log entries themselves, create-race the tables its

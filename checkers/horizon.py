@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from checkers import CHECKERS, RESTS_ON_OPS, WHOLE_LOG
+from checkers import RESTS_ON_OPS, WHOLE_LOG, checker_fn
 from checkers.base import CheckResult, Verdict
 from checkers.facts import TableFacts, fmt_ids, table_facts
 from harness.core.history import INFO, History, Op
@@ -113,7 +113,7 @@ def run_checkers(history: History, log: TransactionLog, names: Iterable[str]) ->
 
 def _run(name: str, history: History, log: TransactionLog) -> CheckResult:
     try:
-        return CHECKERS[name](history, log)
+        return checker_fn(name)(history, log)
     except Exception as e:  # a checker bug must not hide the other verdicts
         return CheckResult(name, Verdict.UNKNOWN, f"checker crashed: {type(e).__name__}: {e}")
 

@@ -129,3 +129,14 @@ def test_reference_writes_its_pages_and_refuses_an_unusable_folder(tmp_path: Pat
     )
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_the_how_to_shows_the_example_ci_runs() -> None:
+    """The how-to's code is docs/examples/pairs.py's, which
+    tests/test_own_workload.py runs: the page cannot drift from it."""
+    page = (REPO / "docs" / "src" / "howto" / "own-test.md").read_text()
+    example = (REPO / "docs" / "examples" / "pairs.py").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        assert block in example, block[:200]

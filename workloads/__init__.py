@@ -25,8 +25,24 @@ WORKLOAD_NAMES = tuple(_REGISTRY)
 
 
 def make_workload(name: str, seed: int, isolation: str | None = None) -> Workload:
+    """A registered workload by name, or one of your own as "module:Class"
+    (a Workload subclass in a module the harness and its workers can import,
+    e.g. on PYTHONPATH)."""
     target = _REGISTRY.get(name)
-    if target is None:
-        raise HarnessError(f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}")
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)(seed, isolation)
+    if target is None and ":" not in name:
+        raise HarnessError(
+            f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}, or module:Class of your own"
+        )
+    cls = load_object(target or name, "workload")
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        raise HarnessError(f"workload {name!r} is not a subclass of workloads.base.Workload")
+    return cls(seed, isolation)
+
+
+def load_object(target: str, what: str) -> object:
+    """`module:attribute`, imported; a HarnessError in one line if it is not there."""
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise HarnessError(f"{what} {target!r} cannot be loaded: {type(e).__name__}: {e}") from None

@@ -23,7 +23,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     from workloads import WORKLOAD_NAMES
 
     r = sub.add_parser("run", help="run a test and check it (the default command)")
-    r.add_argument("--workload", default="append", help=f"one of: {', '.join(WORKLOAD_NAMES)} (default append)")
+    r.add_argument(
+        "--workload",
+        default="append",
+        help=f"one of: {', '.join(WORKLOAD_NAMES)} (default append), or module:Class of your own (docs: how-to)",
+    )
     r.add_argument(
         "--engine",
         default="delta-spark",
@@ -121,7 +125,8 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
     # Every part is checked here: bad input exits 2 before anything starts.
     plan = TestPlan.build(spec, progress.message)
     install_signal_handlers()
-    run_dir = new_run_dir(results_root(args.results_dir), spec.workload, "+".join(engines))
+    # A workload of your own is "module:Class": no colon in a folder name.
+    run_dir = new_run_dir(results_root(args.results_dir), spec.workload.replace(":", "."), "+".join(engines))
     print(f"run: {run_dir}  seed {spec.seed}", file=sys.stderr)
     with progress:
         outcome = Runner(plan, run_dir, progress).run()

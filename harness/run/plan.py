@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from checkers import checker_fn
 from checkers.exception_classes import NAME as EXCEPTION_CLASSES
 from harness.core.capacity import CLIENT_WORKER, EMBEDDED_STORE, HARNESS, Load, check_fits
 from harness.core.contract import engine_nodes
@@ -183,6 +184,8 @@ class TestPlan:
         if spec.spark_jars and not Path(spec.spark_jars).is_dir():
             raise HarnessError(f"--spark-jars {spec.spark_jars}: no such directory")
         workload = make_workload(spec.workload, spec.seed, spec.isolation)
+        for name in workload.checkers:
+            checker_fn(name)  # a checker of your own that cannot load: bad input, before anything starts
         remotes = spec.spark_remote.split(",") if spec.spark_remote else None
         engines = [
             make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=progress, remotes=remotes)
