@@ -17,6 +17,8 @@ from harness.deltalog import TransactionLog
 
 
 class Verdict(str, Enum):
+    """valid, invalid, or unknown (not enough evidence either way)."""
+
     VALID = "valid"
     INVALID = "invalid"
     UNKNOWN = "unknown"  # not enough evidence either way
@@ -65,6 +67,8 @@ class Anomaly:
 
 @dataclass
 class CheckResult:
+    """A checker's verdict on a run, in words, with its anomalies."""
+
     checker: str
     verdict: Verdict
     explanation: str  # one paragraph for a human

@@ -74,6 +74,9 @@ class NemesisError(Exception):
 
 
 class Nemesis(ABC):
+    """A kind of fault: started and stopped by the nemesis schedule, healed
+    before the final phase and on teardown."""
+
     name: str
     # Needs the S3 fault proxy (and so S3 storage).
     needs_proxy: bool = False

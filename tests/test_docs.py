@@ -5,6 +5,8 @@ builds with no warning."""
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import re
 import subprocess
 import sys
@@ -140,3 +142,25 @@ def test_the_how_to_shows_the_example_ci_runs() -> None:
     assert len(blocks) == 2
     for block in blocks:
         assert block in example, block[:200]
+
+
+def test_every_seam_of_the_python_api_is_documented() -> None:
+    """Each class of the API page has its own docstring, and each member a
+    workload, an engine client or a nemesis of your own implements or
+    calls says what it does, with its typed signature."""
+    from harness.cli.reference import API, _first_paragraph, api_members
+
+    page = pages(commands_of(build_parser()[0]))["api.md"]
+    for module_name, names in API.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            obj = getattr(module, name)
+            assert f"`{name}" in page, name
+            assert _first_paragraph(obj), f"{module_name}.{name} has no docstring of its own"
+    yours = (("workloads.base", "Workload"), ("harness.engines.base", "EngineClient"), ("nemeses.base", "Nemesis"))
+    for module_name, name in yours:
+        cls = getattr(importlib.import_module(module_name), name)
+        for member, fn in api_members(cls):
+            target = fn.fget if isinstance(fn, property) else getattr(fn, "__func__", fn)
+            assert _first_paragraph(target), f"{name}.{member} has no docstring"
+            assert "->" in str(inspect.signature(target)), f"{name}.{member} has no return type"

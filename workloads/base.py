@@ -27,6 +27,7 @@ class OpSpec:
     value: Any = None
 
     def to_json(self) -> dict[str, Any]:
+        """The op as the worker receives it."""
         return {"f": self.f, "id": self.id, "value": self.value}
 
 
@@ -43,11 +44,15 @@ class SlotGenerator:
         self.seq = 0
 
     def next_id(self) -> str:
+        """The next op id of this slot, `<slot>.<seq>`."""
         self.seq += 1
         return f"{self.slot}.{self.seq}"
 
 
 class Workload(ABC):
+    """What the clients of a run do: the table, each slot's ops, and how
+    each op runs on an engine (see the module docstring)."""
+
     name: str
     # Names of the checkers (see checkers/__init__.py) that apply.
     checkers: tuple[str, ...]
@@ -67,10 +72,12 @@ class Workload(ABC):
         self.isolation = isolation
 
     @abstractmethod
-    def table(self) -> TableSpec: ...
+    def table(self) -> TableSpec:
+        """The table the run creates: columns, partitioning, properties."""
 
     @abstractmethod
-    def next_op(self, gen: SlotGenerator) -> OpSpec: ...
+    def next_op(self, gen: SlotGenerator) -> OpSpec:
+        """The next op of one client slot, drawn from `gen`'s own random stream."""
 
     def final_ops(self, gen: SlotGenerator) -> list[OpSpec]:
         """After quiescence: one whole-table read per node (Jepsen's final read)."""
@@ -87,10 +94,14 @@ class Workload(ABC):
         return OpSpec("read", op_id, {"via": gen.rng.choice(VIAS)})
 
     def primitive(self, f: str) -> str:
+        """The engine primitive op `f` needs (an engine without it reports the op unsupported)."""
         return self.primitives.get(f, f)
 
     @abstractmethod
-    def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult: ...
+    def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
+        """Run one op (its JSON form) with the engine client's primitives; an
+        exception is classified by the worker (fail or info)."""
 
     def properties(self) -> tuple[tuple[str, str], ...]:
+        """Table properties: the isolation level the run was asked for, if any."""
         return (("delta.isolationLevel", self.isolation),) if self.isolation else ()

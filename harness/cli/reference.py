@@ -16,7 +16,18 @@ from pathlib import Path
 from harness.cli.options import Handler
 
 # The pages, by file name, in the order the site lists them.
-PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md")
+PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md", "api.md")
+
+# The seams a workload, checker, nemesis or engine of your own uses, by module.
+API: dict[str, tuple[str, ...]] = {
+    "workloads.base": ("Workload", "OpSpec", "SlotGenerator"),
+    "harness.engines.base": ("EngineClient", "OpResult"),
+    "harness.core.table": ("TableSpec", "Column", "row_id"),
+    "harness.core.history": ("History", "Op"),
+    "harness.deltalog": ("TransactionLog", "Commit"),
+    "checkers.base": ("CheckResult", "Anomaly", "Verdict"),
+    "nemeses.base": ("Nemesis",),
+}
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
@@ -43,6 +54,7 @@ def pages(sub: argparse._SubParsersAction) -> dict[str, str]:
         "nemeses.md": nemeses_page,
         "checkers.md": checkers_page,
         "claims.md": claims_page,
+        "api.md": api_page,
     }
     return {name: makers[name]() for name in PAGES}
 
@@ -176,3 +188,64 @@ def claims_page() -> str:
     ]
     out += [f"| <span id='{cid}'></span>**{cid}** | {_cell(text)} |" for cid, text in CLAIMS.items()]
     return "\n".join(out) + "\n"
+
+
+# -- the Python API ----------------------------------------------------------------------
+
+
+def _signature(obj: object) -> str:
+    try:
+        return str(inspect.signature(obj))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _first_paragraph(obj: object) -> str:
+    """The first paragraph of `obj`'s own docstring ("" for a class without
+    one: never its base's, nor a dataclass's generated signature)."""
+    doc = vars(obj).get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
+    if not doc or (isinstance(obj, type) and doc.startswith(f"{obj.__name__}(")):
+        return ""
+    return inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ")
+
+
+def api_members(obj: type) -> list[tuple[str, object]]:
+    """A class's public methods and properties, its own and inherited from
+    the project's bases, in source order."""
+    out: dict[str, object] = {}
+    for klass in reversed(obj.__mro__):
+        if klass is object or klass.__module__.split(".")[0] not in ("workloads", "harness", "checkers", "nemeses"):
+            continue
+        for name, member in vars(klass).items():
+            if name.startswith("_") or not (inspect.isfunction(member) or isinstance(member, property | staticmethod)):
+                continue
+            out[name] = member
+    return list(out.items())
+
+
+def api_page() -> str:
+    out = [
+        "# Python API",
+        "",
+        "Generated from the code: the seams a workload, a checker, a nemesis or an engine of your own uses, "
+        "by the module to import them from. How-to: a workload and a checker of your own.",
+        "",
+    ]
+    for module_name, names in API.items():
+        module = importlib.import_module(module_name)
+        out += [f"## {module_name}", ""]
+        for name in names:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj):
+                out += [f"### `{name}{_signature(obj)}`", "", _first_paragraph(obj) or "", ""]
+                continue
+            out += [f"### `{name}`", "", f"`from {module_name} import {name}`", "", _first_paragraph(obj), ""]
+            members = api_members(obj)
+            if members:
+                out += ["| member | signature | what it does |", "|---|---|---|"]
+                for mname, member in members:
+                    target = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+                    sig = "(property)" if isinstance(member, property) else _signature(target)
+                    out.append(f"| `{mname}` | `{_cell(sig)}` | {_cell(_first_paragraph(target))} |")
+                out.append("")
+    return "\n".join(out)

@@ -194,6 +194,8 @@ class Op:
 
 @dataclass
 class History:
+    """A run's history: every event of `history.jsonl`, in order."""
+
     events: list[Event]
     # Lines the loader could not parse: (line number, reason). A truncated
     # last line is expected after a crash; anything else means corruption.
@@ -216,6 +218,7 @@ class History:
         return out
 
     def client_ops(self) -> list[Op]:
+        """The clients' ops: not the setup's or the nemesis's."""
         return [op for op in self.ops() if isinstance(op.process, int)]
 
     def table_declaration(self) -> TableDeclaration:

@@ -10,20 +10,26 @@ __all__ = ["Column", "TableDeclaration", "TableSpec", "row_id"]
 
 @dataclass(frozen=True)
 class Column:
+    """One column of the table: its name and Spark SQL type."""
+
     name: str
     type: str  # Spark SQL type name: BIGINT, INT, STRING, DOUBLE, DATE, BOOLEAN
 
 
 @dataclass(frozen=True)
 class TableSpec:
+    """The table a workload declares: columns, partition columns, properties."""
+
     columns: tuple[Column, ...]
     partition_by: tuple[str, ...] = ()
     properties: tuple[tuple[str, str], ...] = ()
 
     def column_names(self) -> list[str]:
+        """The columns' names, in order."""
         return [c.name for c in self.columns]
 
     def to_json(self) -> dict[str, Any]:
+        """As recorded in the create-table op and spec.json."""
         return {
             "columns": [[c.name, c.type] for c in self.columns],
             "partition_by": list(self.partition_by),
@@ -45,6 +51,8 @@ _SEQ_STRIDE = 1000
 
 
 def row_id(slot: int, seq: int, j: int) -> int:
+    """A row id unique across the run: row `j` of op `seq` of slot `slot`
+    (slots from 1; a slot's rows stay below the next slot's)."""
     return slot * _SLOT_STRIDE + seq * _SEQ_STRIDE + j
 
 

@@ -82,6 +82,9 @@ class OpResult:
 
 
 class EngineClient(ABC):
+    """One client session of an engine, in a worker process: the
+    engine-neutral primitives every workload's ops are written in."""
+
     name: str
     capabilities: Capabilities
 
@@ -89,14 +92,16 @@ class EngineClient(ABC):
         self.config = config
 
     @abstractmethod
-    def open(self) -> None: ...
+    def open(self) -> None:
+        """Start the session (connect to the node, load the table)."""
 
     def close(self) -> None:
         """End the session; by default there is nothing to end."""
         return None
 
     @abstractmethod
-    def create_table(self, table: TableSpec) -> OpResult: ...
+    def create_table(self, table: TableSpec) -> OpResult:
+        """Create the run's table (version 0)."""
 
     @abstractmethod
     def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
@@ -190,7 +195,9 @@ class EngineClient(ABC):
         """Read the whole table (one snapshot, spec C12); value: list of row tuples."""
 
     @abstractmethod
-    def classify(self, exc: BaseException) -> Classified: ...
+    def classify(self, exc: BaseException) -> Classified:
+        """What an engine exception means: its error class (E1-E6 or other)
+        and whether the op definitely did not apply (fail) or may have (info)."""
 
 
 class Engine(ABC):
