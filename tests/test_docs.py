@@ -5,14 +5,18 @@ builds with no warning."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
+import io
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from checkers import CHECKERS
 from checkers.claims import CLAIMS
@@ -164,3 +168,44 @@ def test_every_seam_of_the_python_api_is_documented() -> None:
             target = fn.fget if isinstance(fn, property) else getattr(fn, "__func__", fn)
             assert _first_paragraph(target), f"{name}.{member} has no docstring"
             assert "->" in str(inspect.signature(target)), f"{name}.{member} has no return type"
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(where, argv) of every `delta-jepsen` command in the README's and the
+    docs' code blocks and in the example CI workflow."""
+    texts = [(p, p.read_text()) for p in [REPO / "README.md", *sorted((REPO / "docs" / "src").rglob("*.md"))]]
+    lines: list[tuple[str, str]] = []
+    for path, text in texts:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
+            lines += [(path.name, line) for line in block.replace("\\\n", " ").splitlines()]
+    workflow = yaml.safe_load((REPO / "docs" / "examples" / "nightly.yml").read_text())
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            lines += [("nightly.yml", line) for line in str(step.get("run", "")).splitlines()]
+    out = []
+    for where, line in lines:
+        for part in line.split("&&"):
+            part = re.sub(r"^\s*(\$ )?([A-Z_]+=\S*\s+)*", "", part)
+            if not part.startswith("delta-jepsen"):
+                continue
+            part = part.split(" #")[0].replace("${{ matrix.engine }}", "delta-rs")
+            out.append((where, part.replace("${{ matrix.workload }}", "register")))
+    return out
+
+
+def test_every_documented_command_is_one_the_cli_accepts() -> None:
+    """A flag renamed or a command dropped fails here, not in a reader's shell."""
+    commands = documented_commands()
+    assert len(commands) >= 40 and {w for w, _ in commands} >= {"README.md", "tutorial.md", "nightly.yml"}
+    refused = []
+    for where, command in commands:
+        argv = shlex.split(command)[1:]
+        if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+            argv = ["run", *argv]
+        parser, _ = build_parser()
+        try:
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                parser.parse_args(argv)
+        except SystemExit:
+            refused.append(f"{where}: {command}: {err.getvalue().strip()}")
+    assert not refused, "\n".join(refused)
