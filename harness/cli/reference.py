@@ -21,7 +21,7 @@ PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md", "ap
 # The seams a workload, checker, nemesis or engine of your own uses, by module.
 API: dict[str, tuple[str, ...]] = {
     "workloads.base": ("Workload", "OpSpec", "SlotGenerator"),
-    "harness.engines.base": ("EngineClient", "OpResult"),
+    "harness.engines.base": ("EngineClient", "OpResult", "Engine", "ClientConfig", "Capabilities"),
     "harness.core.table": ("TableSpec", "Column", "row_id"),
     "harness.core.history": ("History", "Op"),
     "harness.deltalog": ("TransactionLog", "Commit"),

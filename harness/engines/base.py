@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Capabilities:
+    """What an engine can do and report: the harness judges it by these
+    (an op it lacks is `unsupported`, never a pass)."""
+
     ops: frozenset[str]  # primitive ops the client implements
     read_version_known: bool  # a read reports which version it saw
     commit_version_known: bool  # a write reports which version it committed
@@ -241,7 +244,9 @@ class Engine(ABC):
     @abstractmethod
     def client_config(
         self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
-    ) -> ClientConfig: ...
+    ) -> ClientConfig:
+        """What a worker needs to open a client of `node` on the table: the
+        client class, the node's endpoint, the storage's credentials."""
 
     def versions(self) -> dict[str, str]:
         """Package versions of the engine, for spec.json."""
