@@ -11,6 +11,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
+from harness.cli.reference import DATA_DIR, stored_conformance, stored_verdicts
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass
 from harness.matrices.conformance import cells as C
@@ -562,6 +563,16 @@ def test_conformance_cli_delta_rs_full_matrix(results_dir):
     assert f"[{len(doc['cells'])}/{len(doc['cells'])}] " in r.stderr  # progress, one line per cell
     page = (root / "conformance.html").read_text()
     assert 'id="conformance-grid"' in page and page.count('class="cell ') == len(doc["cells"])
+    # The docs' findings page is written from stored verdicts: the code's
+    # must still be those.
+    stored = stored_verdicts(json.loads((DATA_DIR / "conformance-delta-rs.json").read_text()))
+    fresh = stored_verdicts(stored_conformance(doc))
+    changed = {i: (stored.get(i), v) for i, v in fresh.items() if stored.get(i) != v}
+    assert not changed and set(stored) == set(fresh), (
+        f"{len(changed)} cell verdict(s) differ from docs/data/conformance-delta-rs.json (stored, now): "
+        f"{dict(list(changed.items())[:10])}; if the change is right, store this run with "
+        f"`delta-jepsen reference --store-conformance {root / 'conformance.json'}`"
+    )
 
 
 def test_conformance_cli_bad_input(results_dir):

@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import inspect
 import io
+import json
 import re
 import shlex
 import subprocess
@@ -135,6 +136,24 @@ def test_reference_writes_its_pages_and_refuses_an_unusable_folder(tmp_path: Pat
     )
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    for args in (["--store-conformance", str(blocker)], []):  # not a conformance.json; nothing asked
+        res = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "reference", *args], capture_output=True, text=True, timeout=120
+        )
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, (args, res.stderr)
+
+
+def test_the_findings_page_lists_every_stored_deviation() -> None:
+    from harness.cli.reference import DATA_DIR, stored_verdicts
+
+    page = pages(commands_of(build_parser()[0]))["findings.md"]
+    stored = json.loads((DATA_DIR / "conformance-delta-rs.json").read_text())
+    deviations = [c for c in stored["cells"].values() if isinstance(c, dict)]
+    assert deviations and "## delta-rs" in page
+    verdicts = stored_verdicts(stored)
+    assert sum(v.startswith("deviates") for v in verdicts.values()) == len(deviations)
+    listed = sum(int(m) for m in re.findall(r"\| (\d+): [^|]*\|$", page, flags=re.M))
+    assert listed == len(deviations), (listed, len(deviations))
 
 
 def test_the_how_to_shows_the_example_ci_runs() -> None:

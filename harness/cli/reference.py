@@ -8,15 +8,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.cli.options import Handler
+from harness.core.errors import HarnessError
 
 # The pages, by file name, in the order the site lists them.
-PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md", "api.md")
+PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md", "api.md", "findings.md")
+
+# Stored conformance results, one file per engine, that the findings page is
+# written from (`reference --store-conformance`); CI re-runs the cells and
+# fails when the code's verdicts differ from them.
+DATA_DIR = Path(__file__).resolve().parents[2] / "docs" / "data"
 
 # The seams a workload, checker, nemesis or engine of your own uses, by module.
 API: dict[str, tuple[str, ...]] = {
@@ -32,16 +39,35 @@ API: dict[str, tuple[str, ...]] = {
 
 def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     r = sub.add_parser("reference", help="write the reference pages (Markdown) generated from the code")
-    r.add_argument("--out", required=True, type=Path, help="folder to write the pages into (created if missing)")
+    r.add_argument("--out", type=Path, help="folder to write the pages into (created if missing)")
+    r.add_argument(
+        "--store-conformance",
+        type=Path,
+        metavar="CONFORMANCE_JSON",
+        help="store a conformance run's verdicts (its conformance.json) as the findings page's data, in docs/data/",
+    )
     # `sub` holds every command once the parser is built, this one among them.
     return {"reference": lambda args: cmd_reference(args, sub)}
 
 
 def cmd_reference(args: argparse.Namespace, sub: argparse._SubParsersAction) -> int:
-    for name, text in pages(sub).items():
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / name).write_text(text)
-    print(f"wrote {len(PAGES)} pages to {args.out}")
+    if args.out is None and args.store_conformance is None:
+        raise HarnessError("reference needs --out DIR (or --store-conformance FILE)")
+    if args.store_conformance is not None:
+        try:
+            doc = json.loads(args.store_conformance.read_text())
+            stored = stored_conformance(doc)
+        except (ValueError, KeyError, TypeError) as e:
+            raise HarnessError(f"{args.store_conformance}: not a conformance.json ({type(e).__name__}: {e})") from None
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path = DATA_DIR / f"conformance-{stored['engine']}.json"
+        path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        print(f"stored {len(stored['cells'])} cells of {stored['engine']} in {path}")
+    if args.out is not None:
+        for name, text in pages(sub).items():
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / name).write_text(text)
+        print(f"wrote {len(PAGES)} pages to {args.out}")
     return 0
 
 
@@ -55,6 +81,7 @@ def pages(sub: argparse._SubParsersAction) -> dict[str, str]:
         "checkers.md": checkers_page,
         "claims.md": claims_page,
         "api.md": api_page,
+        "findings.md": findings_page,
     }
     return {name: makers[name]() for name in PAGES}
 
@@ -248,4 +275,63 @@ def api_page() -> str:
                     sig = "(property)" if isinstance(member, property) else _signature(target)
                     out.append(f"| `{mname}` | `{_cell(sig)}` | {_cell(_first_paragraph(target))} |")
                 out.append("")
+    return "\n".join(out)
+
+
+# -- findings, from stored conformance results -------------------------------------------------
+
+CONFORMS, UNSUPPORTED = "conforms", "unsupported"
+
+
+def stored_conformance(doc: dict) -> dict:
+    """What the findings page keeps of a conformance run: each cell's
+    verdict, and for a cell that did not conform, what was expected and seen."""
+    cells: dict[str, object] = {}
+    for c in doc["cells"]:
+        if c["verdict"] in (CONFORMS, UNSUPPORTED):
+            cells[c["id"]] = c["verdict"]
+        else:
+            cells[c["id"]] = {k: c[k] for k in ("verdict", "claim", "expected", "observed", "operations", "rule")}
+    return {"engine": doc["engine"], "versions": doc["versions"], "counts": doc["counts"], "cells": cells}
+
+
+def stored_verdicts(stored: dict) -> dict[str, str]:
+    return {i: c if isinstance(c, str) else c["verdict"] for i, c in stored["cells"].items()}
+
+
+def findings_page() -> str:
+    out = [
+        "# Findings: the conformance matrix, per engine",
+        "",
+        "Generated from the stored results of `delta-jepsen conformance` (`docs/data/`): every documented "
+        "conflict claim as two-transaction schedules, per table layout and isolation level. CI runs the "
+        "delta-rs matrix again and fails when the code's verdicts differ from these; "
+        "`delta-jepsen reference --store-conformance <conformance.json>` stores a new run.",
+        "",
+    ]
+    files = sorted(DATA_DIR.glob("conformance-*.json")) if DATA_DIR.is_dir() else []
+    if not files:
+        return "\n".join([*out, "No stored results in this installation."]) + "\n"
+    for path in files:
+        stored = json.loads(path.read_text())
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(stored["versions"].items()))
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(stored["counts"].items()))
+        out += [f"## {stored['engine']}", "", f"{versions}; {len(stored['cells'])} cells ({counts}).", ""]
+        groups: dict[tuple[str, str, str, str, str], list[str]] = {}
+        for cell_id, c in sorted(stored["cells"].items()):
+            if isinstance(c, str):
+                continue
+            key = (c["verdict"], str(c["claim"]), c["operations"], c["expected"], c["observed"])
+            groups.setdefault(key, []).append(cell_id)
+        if not groups:
+            out += ["Every cell conforms or is unsupported.", ""]
+            continue
+        out += ["| verdict | claim | operations | expected | observed | cells |", "|---|---|---|---|---|---|"]
+        for (verdict, claim, ops, expected, observed), ids in sorted(groups.items()):
+            where = sorted({"/".join(i.split("/")[:2]) for i in ids})
+            out.append(
+                f"| {verdict} | [{claim}](claims.md#{claim}) | {_cell(ops)} | {_cell(expected)} | {_cell(observed)} "
+                f"| {len(ids)}: {_cell(', '.join(where))} |"
+            )
+        out.append("")
     return "\n".join(out)
