@@ -228,3 +228,17 @@ def test_every_documented_command_is_one_the_cli_accepts() -> None:
         except SystemExit:
             refused.append(f"{where}: {command}: {err.getvalue().strip()}")
     assert not refused, "\n".join(refused)
+
+
+def test_the_history_format_page_names_every_field_and_error_class() -> None:
+    """The page is prose, so it is held to the code: its field table is
+    the history event's fields, and every error class is named."""
+    from dataclasses import fields
+
+    from harness.core.history import ErrorClass, Event
+
+    page = (REPO / "docs" / "src" / "history.md").read_text()
+    documented = re.findall(r"^\| `(\w+)` \|", page, flags=re.M)
+    assert sorted(documented) == sorted(f.name for f in fields(Event)), documented
+    missing = [e.value for e in ErrorClass if f"`{e.value}`" not in page]
+    assert not missing, f"error classes the history format page does not name: {missing}"
