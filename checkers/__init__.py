@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from checkers import (
@@ -26,6 +25,7 @@ from checkers.base import CheckerFn
 from checkers.facts import reads
 from harness.core.errors import HarnessError
 from harness.core.history import History, Op
+from harness.core.plugins import load_object
 
 CHECKERS: dict[str, CheckerFn] = {
     log_sanity.NAME: log_sanity.check,
@@ -51,13 +51,9 @@ def checker_fn(name: str) -> CheckerFn:
     a pure function (History, TransactionLog) -> CheckResult."""
     if name in CHECKERS:
         return CHECKERS[name]
-    module, _, attr = name.partition(":")
-    if not attr:
+    if ":" not in name:
         raise HarnessError(f"unknown checker {name!r}; valid: {', '.join(CHECKERS)}, or module:function of your own")
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise HarnessError(f"checker {name!r} cannot be loaded: {type(e).__name__}: {e}") from None
+    fn = load_object(name, "checker")
     if not callable(fn):
         raise HarnessError(f"checker {name!r} is not a function")
     return fn

@@ -21,7 +21,7 @@ import yaml
 
 from checkers import CHECKERS
 from checkers.claims import CLAIMS
-from harness.cli.main import build_parser
+from harness.cli.main import build_parser, with_command
 from harness.cli.reference import PAGES, commands_of, flags, pages, subcommands
 from nemeses import NEMESIS_NAMES
 from tests.browser import png_size, static_server, visit
@@ -218,9 +218,7 @@ def test_every_documented_command_is_one_the_cli_accepts() -> None:
     assert len(commands) >= 40 and {w for w, _ in commands} >= {"README.md", "tutorial.md", "nightly.yml"}
     refused = []
     for where, command in commands:
-        argv = shlex.split(command)[1:]
-        if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-            argv = ["run", *argv]
+        argv = with_command(shlex.split(command)[1:])
         parser, _ = build_parser()
         try:
             with contextlib.redirect_stderr(io.StringIO()) as err:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-
 from harness.core.errors import HarnessError
+from harness.core.plugins import load_object
 from workloads.base import Workload
 
 # name -> "module:Class"
@@ -37,12 +36,3 @@ def make_workload(name: str, seed: int, isolation: str | None = None) -> Workloa
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
         raise HarnessError(f"workload {name!r} is not a subclass of workloads.base.Workload")
     return cls(seed, isolation)
-
-
-def load_object(target: str, what: str) -> object:
-    """`module:attribute`, imported; a HarnessError in one line if it is not there."""
-    module, _, attr = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise HarnessError(f"{what} {target!r} cannot be loaded: {type(e).__name__}: {e}") from None

@@ -48,10 +48,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     return p, handlers
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def with_command(argv: list[str]) -> list[str]:
+    """`argv` with its command: `delta-jepsen` alone, or with flags only, runs the default test."""
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        argv = ["run", *argv]  # `delta-jepsen` alone runs the default test
+        return ["run", *argv]
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = with_command(list(sys.argv[1:] if argv is None else argv))
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
     try:
