@@ -458,15 +458,16 @@ def _sail_own_commit_failed(view: RunView, a: dict[str, Any]) -> str | None:
 DELTA_RS_STALE_LIST_OWN_COMMIT = Known(
     "delta-rs:C6:stale-list-own-commit-failed",
     "C6",
-    "delta-rs: an append whose commit PUT succeeded is reported failed when the listing that follows does not "
-    "show its own commit",
+    "outside contract (a stale listing; Delta requires consistent listing): delta-rs reports an append failed "
+    "whose commit PUT succeeded, when the listing that follows does not show its own commit",
     frozenset({"failed-but-committed"}),
     _delta_rs_own_commit_unlisted,
 )
 SAIL_STALE_LIST_OWN_COMMIT = Known(
     "sail:C6:stale-list-own-commit-failed",
     "C6",
-    "sail: an append whose commit PUT succeeded is reported failed under a stale listing",
+    "outside contract (a stale listing; Delta requires consistent listing): sail reports an append failed whose "
+    "commit PUT succeeded",
     frozenset({"failed-but-committed"}),
     _sail_own_commit_failed,
     always=False,
