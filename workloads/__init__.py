@@ -19,6 +19,7 @@ _REGISTRY: dict[str, str] = {
     "metadata": "workloads.metadata:MetadataWorkload",
     "app-txn": "workloads.app_txn:AppTxnWorkload",
     "create-race": "workloads.create_race:CreateRaceWorkload",
+    "bank-overwrite": "workloads.bank_overwrite:BankOverwriteWorkload",
 }
 WORKLOAD_NAMES = tuple(_REGISTRY)
 

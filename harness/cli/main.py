@@ -17,6 +17,7 @@ from harness.cli import (
     bench,
     check,
     conformance,
+    envs,
     jars,
     listing,
     matrix,
@@ -30,7 +31,7 @@ from harness.cli.options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Handler
 from harness.core.errors import HarnessError
 
 # In the order `--help` lists them.
-COMMANDS = (run, check, reproduce, bench, matrix, listing, jars, conformance, serve, store_check, reference)
+COMMANDS = (run, check, reproduce, bench, matrix, listing, jars, envs, conformance, serve, store_check, reference)
 
 
 class _Parser(argparse.ArgumentParser):

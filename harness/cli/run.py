@@ -32,7 +32,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         "--engine",
         default="delta-spark",
         help=f"one of: {', '.join(ENGINE_NAMES)} (default delta-spark), "
-        "or several comma-separated (mixed mode: their clients share the table)",
+        "or several comma-separated (mixed mode: their clients share the table); "
+        "a release other than the pinned one as delta-rs==0.15.3 (built into an environment of its own on first use)",
     )
     r.add_argument("--storage", default="s3", help=f"one of: {', '.join(STORAGE_KINDS)} (default s3: embedded moto)")
     r.add_argument("--nodes", type=positive(int), default=2, help="engine nodes, e.g. Sail servers (default 2)")
@@ -90,19 +91,20 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
     from harness.check import junit
     from harness.check.pipeline import check_run
     from harness.core.procs import install_signal_handlers
-    from harness.engines import parse_engine_list
+    from harness.engines import parse_engine_releases
     from harness.run.plan import RunSpec, TestPlan
     from harness.run.progress import Progress
     from harness.run.results import new_run_dir, results_root
     from harness.run.runner import Runner
     from nemeses import PROXY_NEMESES, parse_nemeses
 
-    engines = parse_engine_list(args.engine)
+    releases = parse_engine_releases(args.engine)
+    engines = tuple(e.name for e in releases)
     nemesis = parse_nemeses(args.nemesis)
     spark_remote = _spark_remote(args, engines, nemesis)
     spec = RunSpec(
         workload=args.workload,
-        engine=",".join(engines),
+        engine=",".join(map(str, releases)),
         storage=args.storage,
         nodes=args.nodes,
         concurrency=args.concurrency,
@@ -126,7 +128,7 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
     plan = TestPlan.build(spec, progress.message)
     install_signal_handlers()
     # A workload of your own is "module:Class": no colon in a folder name.
-    run_dir = new_run_dir(results_root(args.results_dir), spec.workload.replace(":", "."), "+".join(engines))
+    run_dir = new_run_dir(results_root(args.results_dir), spec.workload.replace(":", "."), "+".join(map(str, releases)))
     print(f"run: {run_dir}  seed {spec.seed}", file=sys.stderr)
     with progress:
         outcome = Runner(plan, run_dir, progress).run()

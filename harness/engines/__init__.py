@@ -9,6 +9,7 @@ from harness.core.errors import HarnessError
 from harness.engines.base import ClientConfig, Engine, EngineClient
 from harness.engines.deltars import DeltaRsClient, DeltaRsEngine
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
+from harness.engines.releases import EngineRelease, parse_engine_release
 from harness.engines.remote import CAPABILITIES as SPARK_CONNECT_CAPABILITIES
 from harness.engines.remote import SparkConnectRemoteEngine
 from harness.engines.sail import SAIL_CAPABILITIES, SailEngine
@@ -20,30 +21,35 @@ ENGINE_NAMES = ("delta-spark", "sail", "delta-rs", "spark-connect")
 REMOTE_ENGINES = ("spark-connect",)
 
 
-def parse_engine_list(spec: str) -> tuple[str, ...]:
-    """`delta-spark` or a mixed-engine list `delta-spark,delta-rs`: clients of every listed
-    engine share the one table (the first listed creates it)."""
-    names = tuple(n.strip() for n in spec.split(",") if n.strip())
-    bad = [n for n in names if n not in ENGINE_NAMES]
-    if not names or bad:
-        raise HarnessError(
-            f"unknown engine {(bad[0] if bad else spec)!r}; valid: {', '.join(ENGINE_NAMES)} "
-            "(or several, comma-separated)"
-        )
-    if len(set(names)) != len(names):
+def parse_engine_releases(spec: str) -> tuple[EngineRelease, ...]:
+    """`delta-spark`, `delta-rs==0.15.3`, or a mixed-engine list
+    `delta-spark,delta-rs`: clients of every listed engine share the one
+    table (the first listed creates it)."""
+    entries = [e for e in spec.split(",") if e.strip()]
+    if not entries:
+        raise HarnessError(f"unknown engine {spec!r}; valid: {', '.join(ENGINE_NAMES)} (or several, comma-separated)")
+    out = tuple(parse_engine_release(e, ENGINE_NAMES) for e in entries)
+    if len({e.name for e in out}) != len(out):
         raise HarnessError(f"engine listed twice in {spec!r}")
-    return names
+    return out
 
 
-def make_engine(name: str, **options: Any) -> Engine:
+def parse_engine_list(spec: str) -> tuple[str, ...]:
+    """The engine names of `spec` (see parse_engine_releases)."""
+    return tuple(e.name for e in parse_engine_releases(spec))
+
+
+def make_engine(name: str, release: str | None = None, **options: Any) -> Engine:
     """`options` reach the engines that take them (delta-spark: log_store,
-    jar_dir, progress; spark-connect: remotes); the others ignore them."""
+    jar_dir, progress; spark-connect: remotes; delta-rs: progress); the
+    others ignore them. `release`: one other than the pinned one, where the
+    engine can run it (harness.engines.releases)."""
     if name == "delta-spark":
         return DeltaSparkEngine(**{k: v for k, v in options.items() if k in ("log_store", "jar_dir", "progress")})
     if name == "sail":
         return SailEngine()
     if name == "delta-rs":
-        return DeltaRsEngine()
+        return DeltaRsEngine(release, progress=options.get("progress"))
     if name == "spark-connect":
         return SparkConnectRemoteEngine(options.get("remotes"))
     raise HarnessError(f"unknown engine {name!r}; valid: {', '.join(ENGINE_NAMES)}")

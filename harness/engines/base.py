@@ -11,6 +11,7 @@ Engines never import a checker.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,9 @@ class ClientConfig:
     url: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
     timeout: float = 30.0  # per-call timeout the client passes to its engine
+    # The interpreter of the engine release's own environment
+    # (harness.engines.envs); None: the harness's own.
+    python: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -145,6 +149,19 @@ class EngineClient(ABC):
         INSERT ... SELECT that commit the SELECT's result as a MERGE ON them.
         value: rows inserted, if known."""
         raise NotImplementedError(f"{self.name} has no insert_select")
+
+    def overwrite(
+        self,
+        columns: list[str],
+        transform: Callable[[list[tuple]], tuple[list[tuple], dict[str, Any]]],
+        table: TableSpec,
+        op_id: str,
+    ) -> OpResult:
+        """Read `columns` of every row at one snapshot, and replace the table's
+        rows by `transform(rows)[0]` as one transaction committed from that
+        snapshot (a read-modify-overwrite; spec C14: its read covers the whole
+        table). value: `transform(rows)[1]`, and the version read."""
+        raise NotImplementedError(f"{self.name} has no overwrite")
 
     def optimize(self, op_id: str, zorder_by: list[str] | None = None) -> OpResult:
         """OPTIMIZE (bin-packing compaction), or OPTIMIZE ZORDER BY (cols):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harness.core.storage import Storage
 from harness.core.table import Column, TableSpec
 from harness.engines.base import Capabilities, ClientConfig, Engine, EngineClient, Node, OpResult
+from harness.engines.deltars_api import DeltaRsApi
+from harness.engines.envs import ReleaseEnv, ensure
 from harness.engines.errors import Classified, classify_deltars
+from harness.engines.releases import EngineRelease, env_request
 
 DELTARS_CAPABILITIES = Capabilities(
     ops=frozenset(
@@ -23,6 +29,7 @@ DELTARS_CAPABILITIES = Capabilities(
             "add-columns",
             "append-idempotent",
             "create-table-at",
+            "overwrite",
         }
     ),
     read_version_known=True,
@@ -36,6 +43,26 @@ DELTARS_CAPABILITIES = Capabilities(
 
 # The op id rides in commitInfo, so the log names the op of every commit.
 OP_ID_KEY = "dj.op"
+
+
+def capabilities_of(api: DeltaRsApi) -> Capabilities:
+    """The pinned release's capabilities, narrowed to what `api`'s release has."""
+    exact = api.has("exact-commit-version")
+    notes = DELTARS_CAPABILITIES.notes
+    if not api.has("custom-metadata"):
+        notes += "; this release writes no custom commit metadata: the log does not name each commit's op"
+    if not exact:
+        notes += "; before 1.0 a write's table object moves to the newest version, not its own: no commit version"
+    return dataclasses.replace(
+        DELTARS_CAPABILITIES, ops=DELTARS_CAPABILITIES.ops & api.ops, commit_version_known=exact, notes=notes
+    )
+
+
+def installed_release() -> str:
+    from importlib.metadata import version
+
+    return version("deltalake")
+
 
 _ARROW_TYPES = {
     "BIGINT": "int64",
@@ -61,12 +88,20 @@ def arrow_schema(table: TableSpec) -> Any:
     return pa.schema([(c.name, getattr(pa, _ARROW_TYPES[c.type.upper()])()) for c in table.columns])
 
 
+def table_arrow_schema(dt: Any) -> Any:
+    """The table's schema as a pyarrow schema (to_pyarrow() before 1.0)."""
+    import pyarrow as pa
+
+    schema = dt.schema()
+    return pa.schema(schema.to_arrow() if hasattr(schema, "to_arrow") else schema.to_pyarrow())
+
+
 def _as_target_types(source: Any, dt: Any) -> Any:
     """Source columns cast to the target's types (a NULL-only column, or
     DataFusion's string views, would otherwise not merge)."""
     import pyarrow as pa
 
-    target = pa.schema(dt.schema().to_arrow())
+    target = table_arrow_schema(dt)
     fields = [target.field(n) if n in target.names else source.schema.field(n) for n in source.column_names]
     return source.cast(pa.schema([pa.field(f.name, f.type) for f in fields]))
 
@@ -77,7 +112,7 @@ def _with_added_columns(data: Any, dt: Any) -> Any:
     fields does not match"), where Spark's INSERT fills in NULL."""
     import pyarrow as pa
 
-    target = pa.schema(dt.schema().to_arrow())
+    target = table_arrow_schema(dt)
     if all(n in data.column_names for n in target.names):
         return data
     cols = [
@@ -93,6 +128,10 @@ class DeltaRsClient(EngineClient):
 
     def __init__(self, config: ClientConfig):
         super().__init__(config)
+        # The release installed where this client runs: the harness's own
+        # environment, or the release's own (harness.engines.envs).
+        self.api = DeltaRsApi.of(installed_release())
+        self.capabilities = capabilities_of(self.api)
         self.dt: Any = None
         self.options = {**config.storage_options, "timeout": f"{int(config.timeout)}s", "connect_timeout": "5s"}
         if not config.storage_options:
@@ -111,32 +150,41 @@ class DeltaRsClient(EngineClient):
         self.last_read_version = self.dt.version()  # the snapshot the op's commit reads
         return self.dt
 
-    def create_table(self, table: TableSpec) -> OpResult:
-        from deltalake import CommitProperties, DeltaTable
+    def _meta(self, op_id: str) -> dict[str, Any]:
+        return self.api.metadata_kwargs(op_id, OP_ID_KEY)
 
-        self.dt = DeltaTable.create(
-            self.config.table_uri,
-            arrow_schema(table),
-            mode="error",
-            partition_by=list(table.partition_by) or None,
-            configuration=dict(table.properties) or None,
-            storage_options=self.options or None,
-            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: "setup"}),
-        )
+    def _committed(self, dt: Any) -> int | None:
+        """The version the op's commit made, where the release tells it."""
+        return dt.version() if self.api.has("exact-commit-version") else None
+
+    def _create(self, uri: str, table: TableSpec, op_id: str) -> Any:
+        from deltalake import DeltaTable
+
+        kwargs: dict[str, Any] = {
+            "partition_by": list(table.partition_by) or None,
+            "configuration": dict(table.properties) or None,
+            "storage_options": self.options or None,
+        }
+        if not self.api.has("create"):
+            # Before DeltaTable.create, a table was made by writing no rows.
+            import pyarrow as pa
+            from deltalake import write_deltalake
+
+            schema = arrow_schema(table)
+            write_deltalake(uri, pa.Table.from_pylist([], schema=schema), mode="error", **kwargs)
+            return DeltaTable(uri, storage_options=self.options or None)
+        if self.api.has("create-commit-properties"):
+            kwargs.update(self._meta(op_id))
+        elif self.api.has("custom-metadata"):
+            kwargs["custom_metadata"] = {OP_ID_KEY: op_id}
+        return DeltaTable.create(uri, arrow_schema(table), mode="error", **kwargs)
+
+    def create_table(self, table: TableSpec) -> OpResult:
+        self.dt = self._create(self.config.table_uri, table, "setup")
         return OpResult(version=self.dt.version())
 
     def create_table_at(self, uri: str, table: TableSpec, op_id: str) -> OpResult:
-        from deltalake import CommitProperties, DeltaTable
-
-        dt = DeltaTable.create(
-            uri,
-            arrow_schema(table),
-            mode="error",
-            partition_by=list(table.partition_by) or None,
-            configuration=dict(table.properties) or None,
-            storage_options=self.options or None,
-            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}),
-        )
+        dt = self._create(uri, table, op_id)
         # What delta-rs reports; after a create race it can be a newer version
         # than the one this op committed (the log's dj.op tells which).
         return OpResult(version=dt.version())
@@ -149,31 +197,51 @@ class DeltaRsClient(EngineClient):
 
     def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
         import pyarrow as pa
-        from deltalake import CommitProperties, write_deltalake
+        from deltalake import write_deltalake
 
         schema = arrow_schema(table)
         data = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
         dt = self._table()
         data = _with_added_columns(data, dt)
-        write_deltalake(dt, data, mode="append", commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
-        # The table object now sits at the snapshot its own commit produced.
-        return OpResult(version=dt.version())
+        write_deltalake(dt, data, mode="append", **self._meta(op_id))
+        # From 1.0 the table object sits at the snapshot its own commit produced.
+        return OpResult(version=self._committed(dt))
+
+    def overwrite(self, columns: list[str], transform: Any, table: TableSpec, op_id: str) -> OpResult:
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        # One transaction: the rows are read from this table object's
+        # snapshot and the overwrite commits from that same snapshot, so the
+        # engine's conflict check covers what the read saw (every file).
+        dt = self._table()
+        read_version = dt.version()
+        rows = self._rows(dt, columns)
+        new_rows, value = transform(rows)
+        schema = arrow_schema(table)
+        data = _with_added_columns(
+            pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in new_rows], schema=schema), dt
+        )
+        if self.api.write_refreshes:
+            # Held at the snapshot read, so the engine's conflict check runs
+            # against it, as from 1.1 on; its own refresh would make the read
+            # and the overwrite two transactions.
+            dt.update_incremental = lambda: None
+        try:
+            write_deltalake(dt, data, mode="overwrite", **self._meta(op_id))
+        finally:
+            dt.__dict__.pop("update_incremental", None)
+        return OpResult(value={**value, "read_version": read_version}, version=self._committed(dt))
 
     def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
-        from deltalake import CommitProperties
-
         dt = self._table()
-        metrics = dt.update(
-            predicate=where, updates=assignments, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id})
-        )
-        return OpResult(value={"updated": (metrics or {}).get("num_updated_rows")}, version=dt.version())
+        metrics = dt.update(predicate=where, updates=assignments, **self._meta(op_id))
+        return OpResult(value={"updated": (metrics or {}).get("num_updated_rows")}, version=self._committed(dt))
 
     def delete(self, where: str | None, op_id: str, via: str = "sql") -> OpResult:
-        from deltalake import CommitProperties
-
         dt = self._table()
-        metrics = dt.delete(predicate=where, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
-        return OpResult(value={"deleted": (metrics or {}).get("num_deleted_rows")}, version=dt.version())
+        metrics = dt.delete(predicate=where, **self._meta(op_id))
+        return OpResult(value={"deleted": (metrics or {}).get("num_deleted_rows")}, version=self._committed(dt))
 
     def merge(
         self,
@@ -196,7 +264,7 @@ class DeltaRsClient(EngineClient):
                 "inserted": metrics.get("num_target_rows_inserted"),
                 "updated": metrics.get("num_target_rows_updated"),
             },
-            version=dt.version(),
+            version=self._committed(dt),
         )
 
     def insert_select(self, columns: list[str], select_sql: str, match_on: list[str], op_id: str) -> OpResult:
@@ -218,7 +286,7 @@ class DeltaRsClient(EngineClient):
                 "read_version": read_version,
                 "rows": source.to_pylist(),
             },
-            version=dt.version(),
+            version=self._committed(dt),
         )
 
     def _merge(
@@ -230,15 +298,7 @@ class DeltaRsClient(EngineClient):
         insert_values: dict[str, str] | None,
         op_id: str,
     ) -> dict[str, Any]:
-        from deltalake import CommitProperties
-
-        merger = dt.merge(
-            source=source,
-            predicate=on,
-            source_alias="s",
-            target_alias="t",
-            commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}),
-        )
+        merger = dt.merge(source=source, predicate=on, source_alias="s", target_alias="t", **self._meta(op_id))
         if when_matched_set:
             merger = merger.when_matched_update(when_matched_set)
         if insert_values:
@@ -246,39 +306,33 @@ class DeltaRsClient(EngineClient):
         return merger.execute() or {}
 
     def optimize(self, op_id: str, zorder_by: list[str] | None = None) -> OpResult:
-        from deltalake import CommitProperties
-
         dt = self._table()
-        props = CommitProperties(custom_metadata={OP_ID_KEY: op_id})
-        if zorder_by:
-            metrics = dt.optimize.z_order(list(zorder_by), commit_properties=props)
+        if not self.api.has("optimize"):
+            metrics = dt.optimize()  # 0.9: a method; an object with compact() from 0.10
+        elif zorder_by:
+            metrics = dt.optimize.z_order(list(zorder_by), **self._meta(op_id))
         else:
-            metrics = dt.optimize.compact(commit_properties=props)
+            metrics = dt.optimize.compact(**self._meta(op_id))
         metrics = metrics or {}
         return OpResult(
             value={"files_added": metrics.get("numFilesAdded"), "files_removed": metrics.get("numFilesRemoved")},
-            version=dt.version(),
+            version=self._committed(dt),
         )
 
     def set_properties(self, props: dict[str, str], op_id: str) -> OpResult:
         # delta-rs 1.6 accepts only the delta.* keys it knows ("Error parsing
         # property" otherwise): "set-properties" is not in its capabilities.
-        from deltalake import CommitProperties
-
         dt = self._table()
-        dt.alter.set_table_properties(
-            dict(props), commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id})
-        )
-        return OpResult(version=dt.version())
+        dt.alter.set_table_properties(dict(props), **self._meta(op_id))
+        return OpResult(version=self._committed(dt))
 
     def add_columns(self, columns: list[Column], op_id: str) -> OpResult:
-        from deltalake import CommitProperties
         from deltalake.schema import Field, PrimitiveType
 
         dt = self._table()
         fields = [Field(c.name, PrimitiveType(_DELTA_TYPES[c.type.upper()]), nullable=True) for c in columns]
-        dt.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: op_id}))
-        return OpResult(version=dt.version())
+        dt.alter.add_columns(fields, **self._meta(op_id))
+        return OpResult(version=self._committed(dt))
 
     def append_idempotent(
         self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int, op_id: str
@@ -290,9 +344,13 @@ class DeltaRsClient(EngineClient):
         # delta-rs records the txn action but skips nothing itself: the
         # writer checks the app's committed version (the documented protocol);
         # a concurrent commit of the same app_id is the engine's E5 conflict.
-        done = dt.transaction_version(app_id)
+        if self.api.has("transaction-version"):
+            done = dt.transaction_version(app_id)
+        else:
+            txn = dt.transaction_versions().get(app_id)
+            done = getattr(txn, "version", None) if txn is not None else None
         if done is not None and done >= txn_version:
-            return OpResult(value={"skipped": True, "committed_txn_version": done}, version=dt.version())
+            return OpResult(value={"skipped": True, "committed_txn_version": done}, version=self._committed(dt))
         schema = arrow_schema(table)
         data = _with_added_columns(
             pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema), dt
@@ -305,17 +363,23 @@ class DeltaRsClient(EngineClient):
                 custom_metadata={OP_ID_KEY: op_id}, app_transactions=[Transaction(app_id, int(txn_version))]
             ),
         )
-        return OpResult(value={"skipped": False}, version=dt.version())
+        return OpResult(value={"skipped": False}, version=self._committed(dt))
+
+    def _rows(self, dt: Any, columns: list[str]) -> list[tuple]:
+        if self.api.has("query-builder"):
+            from deltalake import QueryBuilder
+
+            # QueryBuilder, not to_pyarrow_table(): the latter intermittently
+            # aborts the interpreter at exit (seen with deltalake 1.6.6).
+            t = QueryBuilder().register("t", dt).execute(f"SELECT {', '.join(columns)} FROM t").read_all()
+        else:
+            t = dt.to_pyarrow_table(columns=list(columns))
+        return list(zip(*(t.column(c).to_pylist() for c in columns), strict=True))
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
-        from deltalake import QueryBuilder
-
         dt = self._table()
         version = dt.version()
-        # QueryBuilder, not to_pyarrow_table(): the latter intermittently
-        # aborts the interpreter at exit (seen with deltalake 1.6.6).
-        t = QueryBuilder().register("t", dt).execute(f"SELECT {', '.join(columns)} FROM t").read_all()
-        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)), version=version)
+        return OpResult(value=self._rows(dt, columns), version=version)
 
     def classify(self, exc: BaseException) -> Classified:
         return classify_deltars(exc)
@@ -324,6 +388,24 @@ class DeltaRsClient(EngineClient):
 class DeltaRsEngine(Engine):
     name = "delta-rs"
     capabilities = DELTARS_CAPABILITIES
+
+    def __init__(self, release: str | None = None, progress: Callable[[str], None] | None = None):
+        """`release`: a deltalake release other than the pinned one, run in an
+        environment of its own (built on first use, harness.engines.envs)."""
+        self.release = release
+        self.progress = progress
+        self.env: ReleaseEnv | None = None
+        if release is not None:
+            self.capabilities = capabilities_of(DeltaRsApi.of(release))
+
+    def prepare(self) -> None:
+        """Build (or find) the release's environment: before any node starts."""
+        if self.release is not None and self.env is None:
+            self.env = ensure(env_request(EngineRelease(self.name, self.release)), self.progress)
+
+    def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
+        self.prepare()
+        return super().start_nodes(n, storage, logs_dir, timeout, first)
 
     def client_config(
         self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
@@ -337,9 +419,10 @@ class DeltaRsEngine(Engine):
             # S3 fault proxy can target a node's clients.
             storage_options=storage.deltars_options(str(process) if isinstance(process, int) else process, node.name),
             timeout=timeout,
+            python=self.env.python if self.env is not None else None,
         )
 
     def versions(self) -> dict[str, str]:
-        from importlib.metadata import version
-
-        return {"deltalake": version("deltalake")}
+        if self.env is not None:
+            return {k: v for k, v in self.env.resolved.items() if k in ("deltalake", "pyarrow", "numpy")}
+        return {"deltalake": self.release or installed_release()}

@@ -21,7 +21,7 @@ from harness.core.contract import engine_nodes
 from harness.core.errors import HarnessError
 from harness.core.isolation import LEVELS
 from harness.core.table import TableSpec
-from harness.engines import make_engine, parse_engine_list
+from harness.engines import make_engine, parse_engine_list, parse_engine_releases
 from harness.engines.base import Engine
 from harness.engines.deltaspark import AUTO, COORDINATED, LEGACY_NAMES, LOG_STORES, SINGLE_DRIVER
 from harness.run.storage import STORAGE_KINDS
@@ -188,8 +188,10 @@ class TestPlan:
             checker_fn(name)  # a checker of your own that cannot load: bad input, before anything starts
         remotes = spec.spark_remote.split(",") if spec.spark_remote else None
         engines = [
-            make_engine(n, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=progress, remotes=remotes)
-            for n in parse_engine_list(spec.engine)
+            make_engine(
+                e.name, e.release, log_store=spec.log_store, jar_dir=spec.spark_jars, progress=progress, remotes=remotes
+            )
+            for e in parse_engine_releases(spec.engine)
         ]
         for e in engines:
             why = _UNSUPPORTED_STORAGE.get((e.name, spec.storage))

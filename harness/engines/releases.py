@@ -1,0 +1,77 @@
+"""Engine releases as a parameter: `--engine delta-rs==0.15.3`.
+
+The plain name means the release this project pins (the harness's own
+environment). A named release runs in an environment of its own
+(:mod:`harness.engines.envs`), with the libraries that release was built
+against pinned here, one row per range of releases.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from harness.core.errors import HarnessError
+from harness.engines.deltars_api import OLDEST as DELTARS_OLDEST
+from harness.engines.deltars_api import parse_release
+from harness.engines.envs import EnvRequest
+
+# The package each engine's release is the release of.
+PACKAGES = {"delta-rs": "deltalake", "sail": "pysail", "delta-spark": "delta-spark", "spark-connect": "pyspark"}
+# Engines whose release can be chosen; the others run their pinned release.
+SELECTABLE = ("delta-rs",)
+_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
+
+# deltalake's releases and the pyarrow they accept (their own bounds: 0.10-0.12
+# require pyarrow <= 12; up to 0.18 pyarrow 15+ breaks their writer), numpy
+# below 2 for the pyarrow builds of that time. First matching row wins.
+_DELTARS_LIBS: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...] = (
+    ((0, 10, 0), ("pyarrow==14.0.2", "numpy==1.26.4")),
+    ((0, 13, 0), ("pyarrow==12.0.0", "numpy==1.26.4")),
+    ((0, 19, 0), ("pyarrow==14.0.2", "numpy==1.26.4")),
+    ((99,), ("pyarrow==17.0.0", "numpy==1.26.4")),
+)
+
+
+@dataclass(frozen=True)
+class EngineRelease:
+    """`delta-rs` (the pinned release) or `delta-rs==0.8.1`."""
+
+    name: str
+    release: str | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.release is None else f"{self.name}=={self.release}"
+
+
+def parse_engine_release(entry: str, names: tuple[str, ...]) -> EngineRelease:
+    name, sep, release = entry.strip().partition("==")
+    name = name.strip()
+    if name not in names:
+        raise HarnessError(
+            f"unknown engine {name!r}; valid: {', '.join(names)} (or several, comma-separated; "
+            "a release as delta-rs==0.15.3)"
+        )
+    if not sep:
+        return EngineRelease(name)
+    release = release.strip()
+    if not _RELEASE.match(release):
+        raise HarnessError(f"--engine {entry.strip()}: {release!r} is not a release number (e.g. 0.15.3)")
+    if name not in SELECTABLE:
+        raise HarnessError(
+            f"--engine {entry.strip()}: a release can be chosen for {', '.join(SELECTABLE)}; "
+            f"{name} runs the release this project pins"
+        )
+    if name == "delta-rs" and parse_release(release) < parse_release(DELTARS_OLDEST):
+        raise HarnessError(f"--engine {entry.strip()}: the oldest deltalake release supported is {DELTARS_OLDEST}")
+    return EngineRelease(name, release)
+
+
+def env_request(er: EngineRelease) -> EnvRequest:
+    """The environment `er` runs in (er names a release)."""
+    assert er.release is not None
+    if er.name == "delta-rs":
+        v = parse_release(er.release)
+        libs = next(libs for below, libs in _DELTARS_LIBS if v < below)
+        return EnvRequest(er.name, er.release, (f"deltalake=={er.release}", *libs))
+    raise HarnessError(f"no environment recipe for {er}")
