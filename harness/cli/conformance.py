@@ -17,7 +17,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         help="deterministic two-transaction conflict schedules per spec claim, "
         "as conformance.md / .json / .html; exit 1 on a safety deviation, 3 if a cell could not be judged",
     )
-    c.add_argument("--engine", default="delta-rs", help=f"one of: {', '.join(ENGINES)} (default delta-rs)")
+    c.add_argument(
+        "--engine",
+        default="delta-rs",
+        help=f"one of: {', '.join(ENGINES)} (default delta-rs); "
+        "a release other than the pinned one as delta-rs==0.15.3",
+    )
     c.add_argument(
         "--cells",
         default=None,
@@ -37,6 +42,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     from harness.check import junit
     from harness.core.capacity import HARNESS, check_fits
     from harness.engines import make_engine
+    from harness.engines.releases import parse_engine_release
     from harness.matrices.conformance.matrix import ENGINES, run_conformance
     from harness.run.plan import run_load
     from harness.run.results import results_root
@@ -45,17 +51,17 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         raise HarnessError(f"--cell-timeout must be > 0: {args.cell_timeout!r}")
     if args.jobs < 1:
         raise HarnessError(f"--jobs must be >= 1: {args.jobs!r}")
-    if args.engine in ENGINES:
-        # A job is a worker process with its own store and the two nodes its
-        # backend starts, and the engine's clients in it.
-        job = run_load([make_engine(args.engine)], 2, 1, "s3")
-        check_fits("--jobs", args.jobs, lambda n: HARNESS + job * n)
+    er = parse_engine_release(args.engine, ENGINES)
+    # A job is a worker process with its own store and the two nodes its
+    # backend starts, and the engine's clients in it.
+    job = run_load([make_engine(er.name, er.release)], 2, 1, "s3")
+    check_fits("--jobs", args.jobs, lambda n: HARNESS + job * n)
     target = junit.check_target(args.junit_xml)
     root = results_root(args.results_dir) / f"conformance-{args.engine}" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     name = f"delta-jepsen.conformance.{args.engine}"
     with junit.recording(target, name, name) as rec:
         return run_conformance(
-            args.engine,
+            str(er),
             root,
             args.cells,
             args.cell_timeout,

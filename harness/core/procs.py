@@ -232,6 +232,19 @@ def python_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
+# The checkout: harness/core/procs.py is three levels below it.
+PROJECT = str(Path(__file__).resolve().parents[2])
+
+
+def foreign_python(python: str, argv: list[str], env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """`argv` (from python_argv) run by another environment's interpreter (an
+    engine release's, harness.engines.envs): the project's code on its path,
+    none of this environment's packages."""
+    out = {k: v for k, v in (os.environ if env is None else env).items() if k != "VIRTUAL_ENV"}
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT, out.get("PYTHONPATH")) if p)
+    return [python, *argv[1:]], out
+
+
 def venv_bin(name: str) -> str:
     """A console script installed beside this interpreter (moto_server, sail)."""
     import shutil

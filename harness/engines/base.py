@@ -226,6 +226,11 @@ class Engine(ABC):
     name: str
     capabilities: Capabilities
 
+    def prepare(self) -> None:
+        """Build what this engine's release needs before anything starts (an
+        environment of its own, harness.engines.envs); nothing by default."""
+        return None
+
     def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
         """`n` nodes named n<first>, n<first+1>, ... (names are unique across
         the engines of a mixed run)."""

@@ -88,6 +88,16 @@ def arrow_schema(table: TableSpec) -> Any:
     return pa.schema([(c.name, getattr(pa, _ARROW_TYPES[c.type.upper()])()) for c in table.columns])
 
 
+def query(dt: Any, name: str, sql: str) -> Any:
+    """`sql` over the table object's snapshot, registered as `name`, as a
+    pyarrow table (QueryBuilder, from 0.22; before 1.0 it returns batches)."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    res = QueryBuilder().register(name, dt).execute(sql)
+    return res.read_all() if hasattr(res, "read_all") else pa.Table.from_batches(res)
+
+
 def table_arrow_schema(dt: Any) -> Any:
     """The table's schema as a pyarrow schema (to_pyarrow() before 1.0)."""
     import pyarrow as pa
@@ -197,19 +207,17 @@ class DeltaRsClient(EngineClient):
 
     def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
         import pyarrow as pa
-        from deltalake import write_deltalake
 
         schema = arrow_schema(table)
         data = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
         dt = self._table()
         data = _with_added_columns(data, dt)
-        write_deltalake(dt, data, mode="append", **self._meta(op_id))
+        self._write(dt, data, "append", self._meta(op_id))
         # From 1.0 the table object sits at the snapshot its own commit produced.
         return OpResult(version=self._committed(dt))
 
     def overwrite(self, columns: list[str], transform: Any, table: TableSpec, op_id: str) -> OpResult:
         import pyarrow as pa
-        from deltalake import write_deltalake
 
         # One transaction: the rows are read from this table object's
         # snapshot and the overwrite commits from that same snapshot, so the
@@ -222,16 +230,23 @@ class DeltaRsClient(EngineClient):
         data = _with_added_columns(
             pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in new_rows], schema=schema), dt
         )
+        self._write(dt, data, "overwrite", self._meta(op_id))
+        return OpResult(value={**value, "read_version": read_version}, version=self._committed(dt))
+
+    def _write(self, dt: Any, data: Any, mode: str, kwargs: dict[str, Any]) -> None:
+        """write_deltalake through `dt`, committed from dt's snapshot on every
+        release: 0.9 to 1.0 would first move dt to the newest version, which
+        makes a read through dt and the write two transactions; held at its
+        snapshot, the engine's conflict check runs against what was read, as
+        from 1.1 on."""
+        from deltalake import write_deltalake
+
         if self.api.write_refreshes:
-            # Held at the snapshot read, so the engine's conflict check runs
-            # against it, as from 1.1 on; its own refresh would make the read
-            # and the overwrite two transactions.
             dt.update_incremental = lambda: None
         try:
-            write_deltalake(dt, data, mode="overwrite", **self._meta(op_id))
+            write_deltalake(dt, data, mode=mode, **kwargs)
         finally:
             dt.__dict__.pop("update_incremental", None)
-        return OpResult(value={**value, "read_version": read_version}, version=self._committed(dt))
 
     def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
         dt = self._table()
@@ -269,14 +284,13 @@ class DeltaRsClient(EngineClient):
 
     def insert_select(self, columns: list[str], select_sql: str, match_on: list[str], op_id: str) -> OpResult:
         import pyarrow as pa
-        from deltalake import QueryBuilder
 
         # The Python API has no INSERT ... SELECT. The SELECT runs on this
         # table object's snapshot and the MERGE commits from that same
         # snapshot, so the engine's conflict check covers what the SELECT read.
         dt = self._table()
         read_version = dt.version()
-        rows = QueryBuilder().register("dj_table", dt).execute(select_sql.format(table="dj_table")).read_all()
+        rows = query(dt, "dj_table", select_sql.format(table="dj_table"))
         source = _as_target_types(pa.table(rows).select(columns), dt)
         on = " AND ".join(f"t.{c} = s.{c}" for c in match_on)
         metrics = self._merge(dt, source, on, None, {c: f"s.{c}" for c in columns}, op_id)
@@ -338,7 +352,7 @@ class DeltaRsClient(EngineClient):
         self, rows: list[tuple], table: TableSpec, app_id: str, txn_version: int, op_id: str
     ) -> OpResult:
         import pyarrow as pa
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
 
         dt = self._table()
         # delta-rs records the txn action but skips nothing itself: the
@@ -355,23 +369,17 @@ class DeltaRsClient(EngineClient):
         data = _with_added_columns(
             pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema), dt
         )
-        write_deltalake(
-            dt,
-            data,
-            mode="append",
-            commit_properties=CommitProperties(
-                custom_metadata={OP_ID_KEY: op_id}, app_transactions=[Transaction(app_id, int(txn_version))]
-            ),
+        props = CommitProperties(
+            custom_metadata={OP_ID_KEY: op_id}, app_transactions=[Transaction(app_id, int(txn_version))]
         )
+        self._write(dt, data, "append", {"commit_properties": props})
         return OpResult(value={"skipped": False}, version=self._committed(dt))
 
     def _rows(self, dt: Any, columns: list[str]) -> list[tuple]:
         if self.api.has("query-builder"):
-            from deltalake import QueryBuilder
-
             # QueryBuilder, not to_pyarrow_table(): the latter intermittently
             # aborts the interpreter at exit (seen with deltalake 1.6.6).
-            t = QueryBuilder().register("t", dt).execute(f"SELECT {', '.join(columns)} FROM t").read_all()
+            t = query(dt, "t", f"SELECT {', '.join(columns)} FROM t")
         else:
             t = dt.to_pyarrow_table(columns=list(columns))
         return list(zip(*(t.column(c).to_pylist() for c in columns), strict=True))

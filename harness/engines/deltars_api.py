@@ -26,6 +26,7 @@ SINCE: dict[str, tuple[int, ...]] = {
     "create": (0, 14, 0),
     "create-commit-properties": (1, 0, 0),  # 0.15-0.25's create takes custom_metadata only
     "custom-metadata": (0, 15, 0),
+    "set-properties": (0, 18, 0),  # alter.set_table_properties (known delta.* keys only)
     "add-columns": (0, 19, 0),
     "commit-properties": (0, 20, 0),
     "app-transactions": (0, 21, 0),
@@ -65,6 +66,8 @@ class DeltaRsApi:
             ops.add("insert_select")
         if self.has("add-columns"):
             ops.add("add-columns")
+        if self.has("set-properties"):
+            ops.add("set-properties")
         if self.has("app-transactions"):
             ops.add("append-idempotent")
         return frozenset(ops)

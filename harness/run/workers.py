@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, SpawnRefused, python_argv
+from harness.core.procs import ManagedProcess, SpawnRefused, foreign_python, python_argv
 from harness.core.table import TableSpec
 from harness.engines.base import ClientConfig
 from harness.run.worker_main import CONFIG_ENV, STOP
-
-# The checkout (harness/run/workers.py is three levels below it).
-_PROJECT = str(Path(__file__).resolve().parents[2])
 
 
 class WorkerDied(Exception):
@@ -54,11 +51,7 @@ class Worker:
         env = {**os.environ, **(extra_env or {}), CONFIG_ENV: json.dumps(payload), "PYTHONUNBUFFERED": "1"}
         argv = python_argv("harness.run.worker_main")
         if config.python is not None:
-            # An engine release's own environment: its interpreter, and the
-            # harness's code on the path (its own packages stay out).
-            argv = [config.python, *argv[1:]]
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT, os.environ.get("PYTHONPATH")) if p)
-            env.pop("VIRTUAL_ENV", None)
+            argv, env = foreign_python(config.python, argv, env)
         self.proc = ManagedProcess(f"worker-{config.process}", argv, log_path, env=env, pipes=True)
         self._buf = b""
         self._sel: selectors.BaseSelector | None = None

@@ -21,7 +21,7 @@ from harness.core.history import ErrorClass
 from harness.core.table import TableSpec
 from harness.deltalog import read_log
 from harness.engines.base import ClientConfig, OpResult
-from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema
+from harness.engines.deltars import DELTARS_CAPABILITIES, OP_ID_KEY, DeltaRsClient, arrow_schema, query
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.rows import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
 from harness.matrices.conformance.verdict import COMMITTED, ERROR, FAILED, NOOP, UNSUPPORTED, Observation, TxnResult
@@ -52,9 +52,11 @@ def _client(uri: str, process: str, kind: type[DeltaRsClient] = PinnedClient) ->
 
 def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
     """Run one op of a cell on the client's pinned table object."""
-    from deltalake import CommitProperties, QueryBuilder
-
     k, op_id = plan.kind, plan.op_id
+    if C.PRIMITIVES[k] not in client.api.ops:
+        # This release has no such op (harness.engines.deltars_api): reported
+        # unsupported, never run through an API it lacks.
+        raise NotImplementedError(f"delta-rs {'.'.join(map(str, client.api.release))} has no {C.PRIMITIVES[k]}")
     if k == C.INSERT:
         return client.append(plan.new_rows(), table, "dataframe", op_id)
     if k == C.APP_TXN:
@@ -72,7 +74,7 @@ def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
         # snapshot and a MERGE commits from that same snapshot, its target
         # condition the SELECT's partition literal (what the SELECT read).
         dt = client._table()
-        t = QueryBuilder().register("dj_table", dt).execute(plan.select_sql("dj_table")).read_all()
+        t = query(dt, "dj_table", plan.select_sql("dj_table"))
         row = plan.select_row(t.column("c")[0].as_py())
         return client.merge(
             [row], list(COLUMNS), f"t.id = s.id AND t.p = '{plan.part}'", None, plan.merge_insert(), op_id
@@ -81,12 +83,14 @@ def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
         # The client's optimize() has no partition filter; OPTIMIZE ... WHERE
         # p = '<part>' is what makes the partitions' file sets disjoint (P1).
         dt = client._table()
-        props = CommitProperties(custom_metadata={OP_ID_KEY: op_id})
-        if k == C.ZORDER:
-            dt.optimize.z_order(["k"], partition_filters=plan.partition_filters(), commit_properties=props)
+        meta = client.api.metadata_kwargs(op_id, OP_ID_KEY)
+        if not client.api.has("optimize"):  # 0.9: a method, no z-order, no metadata
+            dt.optimize(partition_filters=plan.partition_filters())
+        elif k == C.ZORDER:
+            dt.optimize.z_order(["k"], partition_filters=plan.partition_filters(), **meta)
         else:
-            dt.optimize.compact(partition_filters=plan.partition_filters(), commit_properties=props)
-        return OpResult(version=dt.version())
+            dt.optimize.compact(partition_filters=plan.partition_filters(), **meta)
+        return OpResult(version=client._committed(dt))
     if k == C.SET_PROPERTIES:
         return client.set_properties(plan.properties(), op_id)
     if k == C.ADD_COLUMNS:
@@ -110,13 +114,19 @@ def _attempt(client: PinnedClient, fn: Callable[[], Any]) -> TxnResult:
     return result
 
 
-def _commits_by_op(uri: str) -> tuple[Any, dict[str, int]]:
+def _commits_by_op(uri: str, after: int | None = None, order: tuple[str, ...] = ()) -> tuple[Any, dict[str, int]]:
+    """Each op's commit version, from the op id in its commitInfo. Releases
+    before 0.15 write none: then the commits after version `after` belong,
+    in turn, to those of `order` that committed (a cell runs its two
+    transactions one after the other)."""
     log = read_log(uri)
     by_op = {}
     for v in log.versions:
         info = log.commits[v].commit_info or {} if v in log.commits else {}
         if info.get(OP_ID_KEY) is not None:
             by_op[str(info[OP_ID_KEY])] = v
+    if not by_op and after is not None:
+        by_op = dict(zip(order, (v for v in log.versions if v > after), strict=False))
     return log, by_op
 
 
@@ -140,8 +150,9 @@ def _run_pair(cell: C.Cell, uri: str) -> Observation:
     v0w, v0l = w.pin(), l_client.pin()
     winner = _attempt(w, lambda: execute(w, wp, table))
     loser = _attempt(l_client, lambda: execute(l_client, lp, table))
-    log, by_op = _commits_by_op(uri)
     v0 = 2  # create + two setup appends
+    committed = tuple(p.op_id for p, r in ((wp, winner), (lp, loser)) if r.status == COMMITTED)
+    log, by_op = _commits_by_op(uri, v0, committed)
     winner.version, loser.version = by_op.get(wp.op_id), by_op.get(lp.op_id)
     notes = []
     if (v0w, v0l) != (v0, v0):
@@ -172,7 +183,7 @@ def _run_create(cell: C.Cell, uri: str) -> Observation:
     first batch waits until the winner has created the table, so the loser
     has already found the path empty when the winner commits version 0."""
     import pyarrow as pa
-    from deltalake import CommitProperties, write_deltalake
+    from deltalake import write_deltalake
 
     table = table_spec(cell)
     schema = arrow_schema(table)
@@ -199,7 +210,7 @@ def _run_create(cell: C.Cell, uri: str) -> Observation:
                 mode="error",
                 configuration=dict(table.properties),
                 partition_by=list(table.partition_by) or None,
-                commit_properties=CommitProperties(custom_metadata={OP_ID_KEY: lp.op_id}),
+                **l_client.api.metadata_kwargs(lp.op_id, OP_ID_KEY),
             ),
         )
 
@@ -217,7 +228,9 @@ def _run_create(cell: C.Cell, uri: str) -> Observation:
     if thread.is_alive():
         notes.append("the loser did not finish")
     loser = out.get("loser") or TxnResult(ERROR, ErrorClass.TIMEOUT.value, "the loser did not finish")
-    log, by_op = _commits_by_op(uri)
+    log, by_op = _commits_by_op(
+        uri, -1, tuple(p.op_id for p, r in ((wp, winner), (lp, loser)) if r.status == COMMITTED)
+    )
     winner.version, loser.version = by_op.get(wp.op_id), by_op.get(lp.op_id)
     if winner.status == COMMITTED and winner.version != 0:
         notes.append(f"the winner committed version {winner.version}, not 0")
@@ -229,7 +242,7 @@ def _run_create(cell: C.Cell, uri: str) -> Observation:
 class DeltaRsBackend:
     """The worker's delta-rs backend: local tables, nothing to start."""
 
-    default_isolation = DELTARS_CAPABILITIES.default_isolation
+    default_isolation = DELTARS_CAPABILITIES.default_isolation  # the same on every release
 
     def run_cell(self, cell: C.Cell, root: Path) -> Observation:
         return run_cell(cell, root)

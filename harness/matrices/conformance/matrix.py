@@ -31,9 +31,12 @@ from harness.check import junit
 from harness.core.errors import HarnessError
 from harness.core.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
 from harness.core.isolation import LEVELS as ISOLATION_LEVELS
-from harness.core.procs import ManagedProcess, python_argv
+from harness.core.procs import ManagedProcess, foreign_python, python_argv
 from harness.deltalog import read_log
 from harness.engines import make_engine
+from harness.engines.envs import ensure
+from harness.engines.jars import print_progress
+from harness.engines.releases import env_request, parse_engine_release
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.html import render_html
 from harness.matrices.conformance.rows import COLUMNS, SETUP, plans, serial_outcomes
@@ -272,7 +275,8 @@ def judged_cell(cell: C.Cell, obs: Observation) -> C.Cell:
 def post_check(
     cell: C.Cell, obs: Observation, default_isolation: str, reader_options: dict[str, str] | None = None
 ) -> None:
-    """Runs in the worker, which owns the storage the cell's table is on."""
+    """Runs in the controller, after the worker reported the cell and while
+    it (and the storage it owns) still runs."""
     if cell.winner == C.CREATE or not obs.table or obs.observed() == "unsupported":
         return
 
@@ -303,8 +307,11 @@ class WorkerNotReady(Exception):
 class CellWorker:
     """A worker process running cells on one engine, with a per-cell timeout."""
 
-    def __init__(self, engine: str, logs: Path, root: Path | None = None):
-        self.engine, self.logs, self.root = engine, logs, root
+    def __init__(self, engine: str, logs: Path, root: Path | None = None, python: str | None = None):
+        """`python`: the interpreter of an engine release's own environment."""
+        self.engine, self.logs, self.root, self.python = engine, logs, root, python
+        self.default_isolation = "Serializable"
+        self.reader_options: dict[str, str] | None = None
         self.proc: ManagedProcess | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.starts = 0
@@ -318,8 +325,11 @@ class CellWorker:
             self.engine,
             *(("--root", str(self.root)) if self.root else ()),
         )
+        env = None
+        if self.python is not None:
+            argv, env = foreign_python(self.python, argv)
         self.proc = ManagedProcess(
-            f"conformance worker {self.starts}", argv, self.logs / f"worker-{self.starts}.log", pipes=True
+            f"conformance worker {self.starts}", argv, self.logs / f"worker-{self.starts}.log", env=env, pipes=True
         ).start()
         out, lines = self.proc.proc.stdout, self.lines  # type: ignore[union-attr]
 
@@ -337,9 +347,12 @@ class CellWorker:
                 f"the conformance worker did not start its nodes within "
                 f"{WORKER_START_TIMEOUT_S:.0f} s (see {self.logs})"
             ) from None
-        if ready is None or not json.loads(ready).get("ready"):
+        hello = json.loads(ready) if ready is not None else {}
+        if not hello.get("ready"):
             self.stop()
             raise WorkerNotReady(f"the conformance worker died before it was ready (see {self.logs})")
+        self.default_isolation = hello.get("default_isolation", self.default_isolation)
+        self.reader_options = hello.get("reader_options")
 
     def run(self, cell: C.Cell, root: Path, timeout: float) -> dict[str, Any]:
         if self.proc is None or not self.proc.alive():
@@ -398,8 +411,10 @@ def run_cells(
 ) -> list[CellResult]:
     """Run `cells` in `jobs` workers at once, each with its own storage and
     nodes (under root/job<i>/ when jobs > 1); results in the cells' order."""
-    if engine not in ENGINES:
-        raise HarnessError(f"no conformance backend for engine {engine!r}; available: {', '.join(ENGINES)}")
+    er = parse_engine_release(engine, ENGINES)
+    # An engine release's own environment (built on first use; the caller
+    # builds it beforehand where a progress line should show).
+    python = ensure(env_request(er)).python if er.release is not None else None
     jobs = max(1, min(jobs, len(cells)))
     todo: queue.Queue[tuple[int, C.Cell]] = queue.Queue()
     for item in enumerate(cells):
@@ -411,7 +426,7 @@ def run_cells(
         tables, logs = home / "tables", home / "logs"
         tables.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        worker = CellWorker(engine, logs, tables)
+        worker = CellWorker(er.name, logs, tables, python)
         try:
             while True:
                 try:
@@ -424,6 +439,11 @@ def run_cells(
                 reply = worker.run(cell, tables, timeout)
                 if "obs" in reply:
                     obs = Observation.from_json(reply["obs"])
+                    try:
+                        post_check(cell, obs, worker.default_isolation, worker.reader_options)
+                    except Exception as exc:  # noqa: BLE001 - recorded, never a pass
+                        obs.controlled = False
+                        obs.control_note = f"post-cell check failed: {type(exc).__name__}: {exc}"
                 else:
                     obs = _error_obs(reply["error"], reply.get("timeout", False))
                 judged = judged_cell(cell, obs)
@@ -546,7 +566,10 @@ def render_markdown(engine: str, results: list[CellResult], seconds: float, vers
 
 
 def write_report(root: Path, engine: str, results: list[CellResult], seconds: float) -> dict[str, Any]:
-    versions = make_engine(engine).versions()
+    er = parse_engine_release(engine, ENGINES)
+    built = make_engine(er.name, er.release)
+    built.prepare()
+    versions = built.versions()
     doc = {
         "engine": engine,
         "versions": versions,
@@ -631,8 +654,9 @@ def run_conformance(
     safety deviation, 3 if any cell could not be judged."""
     # Only engines with a conformance backend (not spark-connect: the cells
     # start their own nodes).
-    if engine not in ENGINES:
-        raise HarnessError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    er = parse_engine_release(engine, ENGINES)
+    if er.release is not None:
+        ensure(env_request(er), print_progress if verbose else None)
     cells = select(C.all_cells(), pattern)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
