@@ -21,6 +21,7 @@ from harness.cli import (
     jars,
     listing,
     matrix,
+    qualify,
     reference,
     reproduce,
     run,
@@ -31,7 +32,21 @@ from harness.cli.options import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Handler
 from harness.core.errors import HarnessError
 
 # In the order `--help` lists them.
-COMMANDS = (run, check, reproduce, bench, matrix, listing, jars, envs, conformance, serve, store_check, reference)
+COMMANDS = (
+    run,
+    check,
+    reproduce,
+    bench,
+    matrix,
+    qualify,
+    listing,
+    jars,
+    envs,
+    conformance,
+    serve,
+    store_check,
+    reference,
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,7 +11,11 @@ from harness.core.errors import HarnessError
 def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     m = sub.add_parser("matrix", help="one run per workload x engine x isolation level, summarised as a table")
     m.add_argument("--workloads", default="all", help="comma-separated, or all (default)")
-    m.add_argument("--engines", default="sail,delta-rs", help="comma-separated (default sail,delta-rs)")
+    m.add_argument(
+        "--engines",
+        default="sail,delta-rs",
+        help="comma-separated (default sail,delta-rs); releases side by side as delta-rs==0.8.1,delta-rs==0.9.0",
+    )
     m.add_argument("--isolation", default="Serializable,WriteSerializable", help="levels, comma-separated")
     m.add_argument("--time-limit", type=positive(float), default=60.0, help="seconds per cell (default 60)")
     m.add_argument("--concurrency", type=positive(int), default=8, help="client workers per cell (default 8)")
@@ -30,6 +34,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from harness.check import junit
     from harness.core.isolation import LEVELS as ISOLATION_LEVELS
     from harness.engines import ENGINE_NAMES, REMOTE_ENGINES
+    from harness.engines.releases import parse_engine_release
     from harness.matrices.workload import run_matrix
     from harness.run.results import results_root
     from harness.run.storage import STORAGE_KINDS
@@ -46,7 +51,14 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     remote = [n for n in (n.strip() for n in args.engines.split(",")) if n in REMOTE_ENGINES]
     if remote:
         raise HarnessError(f"matrix cannot run {remote[0]} (it needs --spark-remote): use delta-jepsen run")
-    engines = pick("engine", args.engines, tuple(n for n in ENGINE_NAMES if n not in REMOTE_ENGINES))
+    local = tuple(n for n in ENGINE_NAMES if n not in REMOTE_ENGINES)
+    if args.engines == "all":
+        engines = list(local)
+    else:
+        # Releases side by side: delta-rs==0.8.1,delta-rs==0.9.0.
+        engines = [str(parse_engine_release(e, local)) for e in args.engines.split(",") if e.strip()]
+        if not engines:
+            raise HarnessError(f"unknown engine {args.engines!r}; valid: {', '.join(local)}")
     levels = pick("isolation level", args.isolation, ISOLATION_LEVELS)
     if args.storage not in STORAGE_KINDS:
         raise HarnessError(f"unknown storage {args.storage!r}; valid: {', '.join(STORAGE_KINDS)}")

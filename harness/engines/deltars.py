@@ -322,6 +322,8 @@ class DeltaRsClient(EngineClient):
     def optimize(self, op_id: str, zorder_by: list[str] | None = None) -> OpResult:
         dt = self._table()
         if not self.api.has("optimize"):
+            if zorder_by:
+                raise NotImplementedError("deltalake 0.9 has no z-order (from 0.10)")
             metrics = dt.optimize()  # 0.9: a method; an object with compact() from 0.10
         elif zorder_by:
             metrics = dt.optimize.z_order(list(zorder_by), **self._meta(op_id))

@@ -21,7 +21,7 @@ OLDEST = "0.8.1"
 # feature -> the first release that has it
 SINCE: dict[str, tuple[int, ...]] = {
     "optimize-method": (0, 9, 0),
-    "optimize": (0, 10, 0),
+    "optimize": (0, 10, 0),  # dt.optimize.compact() and .z_order()
     "dml": (0, 12, 0),  # DeltaTable.delete / update / merge
     "create": (0, 14, 0),
     "create-commit-properties": (1, 0, 0),  # 0.15-0.25's create takes custom_metadata only

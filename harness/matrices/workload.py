@@ -56,10 +56,16 @@ class Cell:
     fail: int | None = None
     info: int | None = None
     seconds: float | None = None  # the cell's wall clock: setup, run, check and teardown
+    nemesis: str = ""  # faults during the cell's run (comma-separated), none when empty
+
+    @property
+    def column(self) -> str:
+        """The engine, and the faults it ran under."""
+        return f"{self.engine} under {self.nemesis}" if self.nemesis else self.engine
 
     @property
     def name(self) -> str:
-        return f"{self.workload} {self.engine} {self.isolation}"
+        return f"{self.workload} {self.column} {self.isolation}"
 
 
 def _supported(h: dict[str, Any]) -> str:
@@ -132,6 +138,8 @@ class _Cells:
 def run_cell(
     cell: Cell, root: Path, time_limit: float, concurrency: int, storage: str, seed: int, cells: _Cells | None = None
 ) -> Cell:
+    """One cell as its own `delta-jepsen run`; a cell with faults has a
+    fault cycle (quiet half, fault half) every third of its time limit."""
     cells = cells or _Cells()
     if cells.stopping.is_set():
         cell.verdict, cell.note = "SKIPPED", "interrupted"
@@ -144,14 +152,17 @@ def run_cell(
         concurrency=concurrency,
         time_limit=time_limit,
         seed=seed,
+        nemesis=[n for n in cell.nemesis.split(",") if n],
+        nemesis_interval=max(2.0, time_limit / 3),
     )
     # The cell's plan is built and checked here, then run as its own
     # `delta-jepsen run` (a crash or hang stays in its cell).
     TestPlan.build(spec)
     argv = python_argv("harness.cli", "run", *spec.cli_args(), "--results-dir", str(root / "cells"), "--no-progress")
-    log = root / "logs" / f"{cell.workload}-{cell.engine}-{cell.isolation}.log"
+    faults = f"-{cell.nemesis.replace(',', '+')}" if cell.nemesis else ""
+    log = root / "logs" / f"{cell.workload}-{cell.engine}{faults}-{cell.isolation}.log"
     t0 = time.monotonic()
-    proc = ManagedProcess(f"cell {cell.workload} {cell.engine} {cell.isolation}", argv, log).start()
+    proc = ManagedProcess(f"cell {cell.name}", argv, log).start()
     with cells.lock:
         cells.live.add(proc)
     if cells.stopping.is_set():  # interrupted while this cell was starting
@@ -205,7 +216,7 @@ def render(cells: list[Cell], time_limit: float, concurrency: int, storage: str)
         ops = f"{c.ops_per_s:.1f}" if c.ops_per_s is not None else "n/a"
         verdict = c.verdict + (f" ({c.note})" if c.note else "")
         lines.append(
-            f"| {c.workload} | {c.engine} | {c.isolation} | {c.supported} | {verdict} | {ops} | {rate} | "
+            f"| {c.workload} | {c.column} | {c.isolation} | {c.supported} | {verdict} | {ops} | {rate} | "
             f"{_classes(c)} | {', '.join(c.anomalies) or '-'} |"
         )
     return "\n".join(lines) + "\n"
@@ -217,7 +228,8 @@ def junit_suite(cells: list[Cell], seconds: float) -> junit.Suite:
     result (ERROR, HUNG) an error."""
     suite = junit.Suite("delta-jepsen.matrix", time=seconds)
     for c in cells:
-        case = junit.Case(c.isolation, f"delta-jepsen.matrix.{c.workload}.{c.engine}", time=c.seconds or 0.0)
+        faults = f".{c.nemesis}" if c.nemesis else ""
+        case = junit.Case(c.isolation, f"delta-jepsen.matrix.{c.workload}.{c.engine}{faults}", time=c.seconds or 0.0)
         evidence = "\n".join(
             filter(
                 None,
@@ -272,8 +284,10 @@ def run_matrix(
     seed: int,
     show_progress: bool = True,
     rec: junit.Recorder | None = None,
+    nemeses: tuple[str, ...] = ("",),
 ) -> int:
-    cells = [Cell(w, e, lvl) for w in workloads for e in engines for lvl in levels]
+    """`nemeses`: each cell once per entry (comma-separated faults, "" for none)."""
+    cells = [Cell(w, e, lvl, nemesis=n) for w in workloads for e in engines for n in nemeses for lvl in levels]
     root.mkdir(parents=True, exist_ok=True)
     print(f"matrix: {len(cells)} cells, {jobs} at a time, into {root}", file=sys.stderr)
     t0 = time.monotonic()

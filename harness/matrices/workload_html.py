@@ -76,11 +76,16 @@ def _cell(c: dict[str, Any], root: Path) -> str:
     return f"<td {attrs}>{''.join(lines)}</td>"
 
 
+def _column(c: dict[str, Any]) -> str:
+    """The engine, and the faults it ran under (as Cell.column)."""
+    return f"{c.get('engine')} under {c['nemesis']}" if c.get("nemesis") else str(c.get("engine"))
+
+
 def _grid(cells: list[dict[str, Any]], root: Path) -> str:
     workloads = list(dict.fromkeys(str(c.get("workload")) for c in cells))
-    engines = list(dict.fromkeys(str(c.get("engine")) for c in cells))
+    engines = list(dict.fromkeys(_column(c) for c in cells))
     levels = list(dict.fromkeys(str(c.get("isolation")) for c in cells))
-    at = {(str(c.get("workload")), str(c.get("engine")), str(c.get("isolation"))): c for c in cells}
+    at = {(str(c.get("workload")), _column(c), str(c.get("isolation"))): c for c in cells}
     head = '<tr><th rowspan="2">workload</th>' + "".join(
         f'<th class="col" colspan="{len(levels)}">{esc(e)}</th>' for e in engines
     )

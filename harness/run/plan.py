@@ -153,7 +153,10 @@ def run_load(engines: list[Engine], nodes: int, concurrency: int, storage: str) 
 def heaviest_run(engines: list[str], nodes: int, concurrency: int, storage: str) -> Load:
     """The load of the most memory-hungry of one such run per engine (for
     commands that run several, one engine each)."""
-    runs = (run_load([make_engine(e)], nodes, concurrency, storage) for e in engines)
+    runs = (
+        run_load([make_engine(er.name, er.release)], nodes, concurrency, storage)
+        for er in (parse_engine_releases(e)[0] for e in engines)
+    )
     return max(runs, key=lambda load: load.memory)
 
 

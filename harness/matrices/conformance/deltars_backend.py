@@ -53,10 +53,11 @@ def _client(uri: str, process: str, kind: type[DeltaRsClient] = PinnedClient) ->
 def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
     """Run one op of a cell on the client's pinned table object."""
     k, op_id = plan.kind, plan.op_id
-    if C.PRIMITIVES[k] not in client.api.ops:
+    if C.PRIMITIVES[k] not in client.api.ops or (k == C.ZORDER and not client.api.has("optimize")):
         # This release has no such op (harness.engines.deltars_api): reported
         # unsupported, never run through an API it lacks.
-        raise NotImplementedError(f"delta-rs {'.'.join(map(str, client.api.release))} has no {C.PRIMITIVES[k]}")
+        what = "z-order" if k == C.ZORDER else C.PRIMITIVES[k]
+        raise NotImplementedError(f"delta-rs {'.'.join(map(str, client.api.release))} has no {what}")
     if k == C.INSERT:
         return client.append(plan.new_rows(), table, "dataframe", op_id)
     if k == C.APP_TXN:
@@ -84,7 +85,7 @@ def execute(client: PinnedClient, plan: OpPlan, table: TableSpec) -> OpResult:
         # p = '<part>' is what makes the partitions' file sets disjoint (P1).
         dt = client._table()
         meta = client.api.metadata_kwargs(op_id, OP_ID_KEY)
-        if not client.api.has("optimize"):  # 0.9: a method, no z-order, no metadata
+        if not client.api.has("optimize"):  # 0.9: a method (no z-order), no metadata
             dt.optimize(partition_filters=plan.partition_filters())
         elif k == C.ZORDER:
             dt.optimize.z_order(["k"], partition_filters=plan.partition_filters(), **meta)
