@@ -92,6 +92,50 @@ def test_compare_refuses_folders_that_hold_no_results(tmp_path: Path) -> None:
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
 
 
+def _removed_twice(table: Path) -> dict[int, list[str]]:
+    """Commits that remove a file an earlier commit already removed: a
+    transaction committed over a snapshot it did not conflict-check."""
+    removed: set[str] = set()
+    out: dict[int, list[str]] = {}
+    for f in sorted((table / "_delta_log").glob("*.json")):
+        for line in filter(None, f.read_text().splitlines()):
+            rm = json.loads(line).get("remove")
+            if rm is not None:
+                if rm["path"] in removed:
+                    out.setdefault(int(f.stem), []).append(rm["path"])
+                removed.add(rm["path"])
+    return out
+
+
+def _one_run(matrix: Path) -> tuple[Path, dict, list[dict]]:
+    (spec,) = list(matrix.glob("cells/*/*/spec.json"))
+    run = spec.parent
+    history = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines() if x.strip()]
+    return run, json.loads((run / "results.json").read_text()), history
+
+
+def _is_the_missing_conflict_check(matrix: Path, side: dict) -> None:
+    """0.8.1's anomalies have its known cause, read from its run: the first
+    version whose total is wrong removes a file an earlier commit had
+    removed (two transfers committed from one snapshot), and no transfer
+    ever failed on a conflict."""
+    run, doc, history = _one_run(matrix)
+    assert json.loads((run / "spec.json").read_text())["versions"]["deltalake"] == "0.8.1"
+    bank = next(c for c in doc["checkers"] if c["checker"] == "bank")
+    wrong = [a for a in bank["anomalies"] if a["kind"] == "wrong-total"]
+    first = min(v for a in wrong for v in a["versions"])
+    assert first in _removed_twice(run / "table"), first
+    assert not [e for e in history if e["type"] == "fail"], "0.8.1 has no conflict check to fail an op"
+    assert side["reproduce"].startswith(f"delta-jepsen reproduce {run}")
+
+
+def _conflicts_instead(matrix: Path) -> None:
+    run, doc, history = _one_run(matrix)
+    assert not _removed_twice(run / "table")
+    classes = {e["error"]["class"] for e in history if e["type"] == "fail"}
+    assert classes == {"ConcurrentDeleteDeleteException"}, classes
+
+
 @pytest.mark.integration
 def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regression(tmp_path: Path) -> None:
     from tests.browser import static_server, visit
@@ -132,6 +176,8 @@ def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regr
     keys = {r["key"]: r["change"] for r in doc["rows"]}
     assert keys["unpartitioned/Serializable/update>update"] == UNCHANGED  # unsupported on both
     assert "junit" not in proc.stderr and junit_path.read_text().count("<testcase") == len(doc["rows"])
+    _is_the_missing_conflict_check(root / "baseline" / "matrix", fixed[0]["baseline"])
+    _conflicts_instead(root / "candidate" / "matrix")
 
     # The same results, the releases swapped: the fix is a regression in safety.
     swapped = run_cli(
