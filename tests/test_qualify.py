@@ -179,6 +179,14 @@ def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regr
     _is_the_missing_conflict_check(root / "baseline" / "matrix", fixed[0]["baseline"])
     _conflicts_instead(root / "candidate" / "matrix")
 
+    # The reproduce command the page gives replays the schedule on 0.8.1, in
+    # its own environment: two transfers from one snapshot both commit.
+    run, _doc, _history = _one_run(root / "baseline" / "matrix")
+    repro = run_cli("reproduce", str(run), "--anomaly", "G-single", "--no-shrink", "--repeat", "1", timeout=300)
+    assert repro.returncode == 1 and "REPRODUCED in 1 of 1" in repro.stdout, repro.stdout[-2000:] + repro.stderr
+    (report,) = list((run / "repro").glob("*/REPORT.md"))
+    assert "versions: deltalake 0.8.1" in report.read_text()
+
     # The same results, the releases swapped: the fix is a regression in safety.
     swapped = run_cli(
         "compare", str(root / "candidate"), str(root / "baseline"), "--out", str(tmp_path / "swapped"), timeout=120

@@ -125,6 +125,11 @@ def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock, lists: List
     read_version = commit.read_version if commit is not None and commit.read_version is not None else None
     if read_version is None and version is not None:
         read_version = lists.read_version(op.id, focus_key)
+    told = op.value.get("read_version") if isinstance(op.value, dict) else None
+    if read_version is None and version is not None and isinstance(told, int):
+        # The client's own word (an overwrite reads at one snapshot and
+        # commits from it), where the commit records none.
+        read_version = told
     if read_version is None and version is not None:
         # A commit that records no snapshot (a blind append): it committed on
         # the version before its own, whatever it started from (delta-rs

@@ -143,9 +143,12 @@ def _write(outcome: Outcome, run_dir: Path) -> None:
         calls = source.calls
         if source in outcome.before and outcome.after:
             calls = next((a.calls for a in outcome.after if a.calls), calls)
+        # An op whose primitive call is not recorded (an overwrite computes
+        # its rows in the worker) cannot be written out as a script.
+        unrecorded = [t.op_id for t in outcome.shrunk.txns if t.f != "read" and not calls.get(t.op_id)]
         text = (
             deltars_script(outcome.shrunk, calls, str(run_dir))
-            if outcome.shrunk.engine == "delta-rs"
+            if outcome.shrunk.engine == "delta-rs" and not unrecorded
             else sail_schedule_script(outcome.shrunk, calls, str(run_dir))
             if outcome.shrunk.engine == "sail"
             else None
@@ -155,6 +158,11 @@ def _write(outcome: Outcome, run_dir: Path) -> None:
             script.write_text(text)
             script.chmod(0o755)
             outcome.script = run_script(script)
+        elif unrecorded and outcome.shrunk.engine == "delta-rs":
+            outcome.script_note = (
+                f"{', '.join(unrecorded)} made no primitive call the replay could record (an overwrite computes "
+                "its rows in the worker), so the schedule has no standalone form"
+            )
         elif outcome.shrunk.engine == "sail":
             outcome.script_note = (
                 "the Sail script orders two transactions in time (one SQL statement each, the later an "
