@@ -4,8 +4,11 @@ Real runs of old releases are in tests/test_qualify.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +17,7 @@ from harness.engines import ENGINE_NAMES, parse_engine_releases
 from harness.engines.deltars import DELTARS_CAPABILITIES, capabilities_of
 from harness.engines.deltars_api import DeltaRsApi
 from harness.engines.releases import EngineRelease, env_request, parse_engine_release
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 
 def test_an_engine_entry_names_a_release_or_the_pinned_one() -> None:
@@ -75,3 +78,37 @@ def test_a_worker_imports_no_third_party_package_of_its_own() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().replace("'", '"')) == []
+
+
+def _fake_env(root: Path, release: str, size: int, used: float) -> Path:
+    """A cached environment as `ensure` leaves one (its marker last)."""
+    d = root / f"delta-rs-{release}-000000000000"
+    (d / "lib").mkdir(parents=True)
+    (d / "lib" / "blob").write_bytes(b"x" * size)
+    marker = d / "env.json"
+    marker.write_text(json.dumps({"engine": "delta-rs", "release": release, "resolved": {"deltalake": release}}))
+    os.utime(marker, (used, used))
+    return d
+
+
+def test_the_cache_lists_and_keeps_within_its_limit_removing_the_least_recently_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.engines import envs
+
+    monkeypatch.setenv(envs.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(envs.LIMIT_ENV, "2.5")  # MB
+    now = time.time()
+    old = _fake_env(tmp_path, "0.8.1", 1_000_000, now - 3 * 86400)
+    older = _fake_env(tmp_path, "0.9.0", 1_000_000, now - 4 * 86400)
+    recent = _fake_env(tmp_path, "1.5.1", 1_000_000, now - 60)  # in use: never removed
+    (tmp_path / "delta-rs-1.0.0-000000000000").mkdir()  # a failed build: no marker, not listed
+    assert [e.release for e, _s, _u in envs.listed()] == ["1.5.1", "0.8.1", "0.9.0"]
+    new = _fake_env(tmp_path, "1.6.6", 1_000_000, now)
+    gone = envs.keep_within_limit(protect=new)
+    assert [e.release for e in gone] == ["0.9.0", "0.8.1"]
+    assert recent.is_dir() and new.is_dir() and not old.exists() and not older.exists()
+    out = run_cli("envs", env={envs.CACHE_ENV: str(tmp_path)})
+    assert out.returncode == 0 and "2 environment(s), 2 MB of 2 MB" in out.stdout, out.stdout
+    assert run_cli("envs", "--remove", "delta-rs==1.5.1", env={envs.CACHE_ENV: str(tmp_path)}).returncode == 0
+    assert not recent.exists() and new.is_dir()

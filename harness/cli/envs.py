@@ -36,8 +36,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
         er = parse_engine_release(args.build, ENGINE_NAMES)
         if er.release is None:
             raise HarnessError(f"--build {args.build}: name a release, e.g. {er.name}==1.5.1")
+        t0 = time.monotonic()
         env = ensure(env_request(er), print_progress)
-        print(f"{er}: {env.path}")
+        print(f"{er}: {env.path} (ready in {time.monotonic() - t0:.2f} s)")
         return 0
     if args.remove:
         if args.remove == "all":

@@ -39,6 +39,7 @@ DEFAULT_LIMIT_MB = 8000
 # same wherever and whenever it is built.
 EXCLUDE_NEWER = "2026-11-01T00:00:00Z"
 BUILD_TIMEOUT_S = 900.0
+IN_USE_S = 3600.0  # an environment used this recently is never removed to make room
 _MARKER = "env.json"
 
 
@@ -210,27 +211,32 @@ def _installed(path: Path) -> dict[str, str]:
 
 def listed() -> list[tuple[ReleaseEnv, int, float]]:
     """Every built environment, with its size in bytes and last use (epoch s),
-    most recently used first."""
+    most recently used first. A file hard-linked into several environments
+    (uv links what it installs from its cache) counts once, in the first."""
     root = cache_root()
     if not root.is_dir():
         return []
-    out = []
+    found = []
     for d in sorted(root.iterdir()):
         env = _load(d) if d.is_dir() and not d.name.startswith(".") else None
-        if env is None:
-            continue
-        out.append((env, _size(d), (d / _MARKER).stat().st_mtime))
-    return sorted(out, key=lambda t: -t[2])
+        if env is not None:
+            found.append((env, (d / _MARKER).stat().st_mtime))
+    found.sort(key=lambda t: -t[1])
+    seen: set[tuple[int, int]] = set()
+    return [(env, _size(env.path, seen), used) for env, used in found]
 
 
-def _size(path: Path) -> int:
+def _size(path: Path, seen: set[tuple[int, int]]) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for f in files:
             try:
-                total += os.lstat(os.path.join(root, f)).st_size
+                st = os.lstat(os.path.join(root, f))
             except OSError:
-                pass
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
     return total
 
 
@@ -250,14 +256,15 @@ def remove(engine: str | None = None, release: str | None = None) -> list[Releas
 
 def keep_within_limit(protect: Path | None = None) -> list[ReleaseEnv]:
     """Remove the least recently used environments until the cache fits its
-    limit (never `protect`, the one a run is about to use)."""
+    limit: never `protect` (the one a run is about to use), nor one used in
+    the last hour (a run or a matrix may still be using it)."""
     envs = listed()
     total = sum(size for _env, size, _used in envs)
     gone = []
-    for env, size, _used in reversed(envs):
+    for env, size, used in reversed(envs):
         if total <= limit_bytes():
             break
-        if env.path == protect:
+        if env.path == protect or used > time.time() - IN_USE_S:
             continue
         with _lock(env.path.name):
             shutil.rmtree(env.path, ignore_errors=True)
