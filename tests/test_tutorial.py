@@ -76,3 +76,9 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
         actual = (res.stdout + res.stderr).splitlines()
         missing = unmatched(shown, actual)
         assert not missing, (command, missing, "\n".join(actual)[-4000:])
+    # The reference page of results files names everything a run folder holds.
+    from harness.run.results import RUN_FILES
+
+    run = (tmp_path / "results" / "latest").resolve()
+    held = {p.name + ("/" if p.is_dir() else "") for p in run.iterdir()}
+    assert held - set(RUN_FILES) == set(), held - set(RUN_FILES)

@@ -18,7 +18,7 @@ from harness.cli.options import Handler
 from harness.core.errors import HarnessError
 
 # The pages, by file name, in the order the site lists them.
-PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md", "api.md", "findings.md")
+PAGES = ("cli.md", "workloads.md", "nemeses.md", "checkers.md", "claims.md", "api.md", "findings.md", "results.md")
 
 # Stored conformance results, one file per engine, that the findings page is
 # written from (`reference --store-conformance`); CI re-runs the cells and
@@ -82,8 +82,37 @@ def pages(sub: argparse._SubParsersAction) -> dict[str, str]:
         "claims.md": claims_page,
         "api.md": api_page,
         "findings.md": findings_page,
+        "results.md": results_page,
     }
     return {name: makers[name]() for name in PAGES}
+
+
+# -- a run folder ----------------------------------------------------------------------------
+
+
+def results_page() -> str:
+    from harness.run.results import RESULTS_ENV, RUN_FILES
+
+    out = [
+        "# Results files",
+        "",
+        "Generated from the code (`harness/run/results.py`). A run lands in "
+        f"`results/<workload>-<engine>/<UTC timestamp>/` (the root: `--results-dir`, else `${RESULTS_ENV}`, "
+        "else `./results`); `results/latest` points to the newest. The guide to results says how to read them.",
+        "",
+        "| file | what it holds |",
+        "|---|---|",
+    ]
+    out += [f"| `{name}` | {_cell(what)} |" for name, what in RUN_FILES.items()]
+    out += [
+        "",
+        "Beside the run folders: `results/matrix/<stamp>/` (matrix.md, matrix.json, matrix.html, and cells/ with "
+        "a run folder per cell), `results/conformance-<engine>/<stamp>/` (conformance.md, .json, .html), "
+        "`results/qualify-<engine>-<baseline>-vs-<candidate>/<stamp>/` (qualify.md, .json, .html, and each side's "
+        "conformance and matrix folders) and `results/compare/<stamp>/`.",
+        "",
+    ]
+    return "\n".join(out)
 
 
 # -- commands and flags ----------------------------------------------------------------------
