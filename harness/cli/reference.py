@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.cli.options import Handler
 from harness.core.errors import HarnessError
@@ -46,13 +47,25 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         metavar="CONFORMANCE_JSON",
         help="store a conformance run's verdicts (its conformance.json) as the findings page's data, in docs/data/",
     )
+    r.add_argument(
+        "--store-releases",
+        type=Path,
+        metavar="MATRIX_JSON",
+        help="store a workload matrix over releases of one engine (its matrix.json) as the findings page's data",
+    )
     # `sub` holds every command once the parser is built, this one among them.
     return {"reference": lambda args: cmd_reference(args, sub)}
 
 
 def cmd_reference(args: argparse.Namespace, sub: argparse._SubParsersAction) -> int:
-    if args.out is None and args.store_conformance is None:
-        raise HarnessError("reference needs --out DIR (or --store-conformance FILE)")
+    if args.out is None and args.store_conformance is None and args.store_releases is None:
+        raise HarnessError("reference needs --out DIR (or --store-conformance FILE, --store-releases FILE)")
+    if args.store_releases is not None:
+        stored = stored_releases(args.store_releases)
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path = DATA_DIR / f"releases-{stored['engine']}.json"
+        path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        print(f"stored {len(stored['releases'])} releases of {stored['engine']} in {path}")
     if args.store_conformance is not None:
         try:
             doc = json.loads(args.store_conformance.read_text())
@@ -328,6 +341,34 @@ def stored_verdicts(stored: dict) -> dict[str, str]:
     return {i: c if isinstance(c, str) else c["verdict"] for i, c in stored["cells"].items()}
 
 
+def stored_releases(matrix_json: Path) -> dict[str, Any]:
+    """A workload matrix over releases of one engine, reduced to what the
+    findings page shows: per release and workload, the verdict, what was
+    supported and the anomaly kinds."""
+    try:
+        cells = json.loads(matrix_json.read_text())
+        entries = [(str(c["engine"]).partition("=="), c) for c in cells]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise HarnessError(f"{matrix_json}: not a matrix.json ({type(e).__name__}: {e})") from None
+    engines = {name for (name, _sep, _rel), _c in entries}
+    if len(engines) != 1 or any(not rel for (_n, _s, rel), _c in entries):
+        raise HarnessError(f"{matrix_json}: not a matrix over releases of one engine (engine==release)")
+    releases: dict[str, dict[str, Any]] = {}
+    for (_name, _sep, rel), c in entries:
+        releases.setdefault(rel, {})[str(c["workload"])] = {
+            "verdict": c.get("verdict"),
+            "supported": c.get("supported"),
+            "anomalies": sorted(c.get("anomalies") or []),
+            "note": c.get("note") or "",
+        }
+    first = cells[0] if cells else {}
+    return {
+        "engine": engines.pop(),
+        "setup": f"{first.get('isolation')}, storage {first.get('storage', 'local')}, one run per cell",
+        "releases": releases,
+    }
+
+
 def findings_page() -> str:
     out = [
         "# Findings: the conformance matrix, per engine",
@@ -363,4 +404,37 @@ def findings_page() -> str:
                 f"| {len(ids)}: {_cell(', '.join(where))} |"
             )
         out.append("")
+    for path in sorted(DATA_DIR.glob("releases-*.json")) if DATA_DIR.is_dir() else []:
+        out += releases_section(json.loads(path.read_text()))
     return "\n".join(out)
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in release.split(".") if x.isdigit())
+
+
+def releases_section(stored: dict[str, Any]) -> list[str]:
+    releases = sorted(stored["releases"], key=_release_key)
+    workloads = list(dict.fromkeys(w for r in releases for w in stored["releases"][r]))
+    out = [
+        f"## {stored['engine']}: one run per release and workload",
+        "",
+        f"Generated from a stored `delta-jepsen matrix` over releases ({stored['setup']}; "
+        "`delta-jepsen reference --store-releases <matrix.json>`). A cell: the verdict, and the anomaly kinds "
+        "found; `-` where the release lacks the workload's ops.",
+        "",
+        "| release | " + " | ".join(workloads) + " |",
+        "|---|" + "---|" * len(workloads),
+    ]
+    for r in releases:
+        row = []
+        for w in workloads:
+            c = stored["releases"][r].get(w)
+            if c is None or str(c.get("supported", "")).startswith("no"):
+                row.append("-")
+                continue
+            kinds = ", ".join(c["anomalies"])
+            row.append(_cell(f"{c['verdict']}" + (f": {kinds}" if kinds else "")))
+        out.append(f"| {r} | " + " | ".join(row) + " |")
+    out.append("")
+    return out
