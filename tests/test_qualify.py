@@ -155,7 +155,7 @@ def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regr
         "--nemesis",
         "none",
         "--time-budget",
-        "30",
+        "22",
         "--cells",
         "^unpartitioned/Serializable/(insert>insert|update>update)$",
         "--no-progress",

@@ -112,3 +112,52 @@ def test_the_cache_lists_and_keeps_within_its_limit_removing_the_least_recently_
     assert out.returncode == 0 and "2 environment(s), 2 MB of 2 MB" in out.stdout, out.stdout
     assert run_cli("envs", "--remove", "delta-rs==1.5.1", env={envs.CACHE_ENV: str(tmp_path)}).returncode == 0
     assert not recent.exists() and new.is_dir()
+
+
+# The by-hand reproduction of the findings on older releases (docs:
+# findings, older releases of delta-rs), against each release alone.
+_STALE_DELETE = """
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+uri = {uri!r}
+schema = pa.schema([("k", pa.int64())])
+write_deltalake(uri, pa.table({{"k": [1, 2, 3, 4]}}, schema=schema))
+write_deltalake(uri, pa.table({{"k": [10, 11, 12, 13]}}, schema=schema), mode="append")
+a = DeltaTable(uri)
+DeltaTable(uri).delete("k = 10")
+try:
+    a.delete("k = 1")
+    first = "ok"
+except Exception as e:
+    first = type(e).__name__ + ": " + str(e)
+a.update_incremental()
+a.delete("k = 11")
+print(first)
+print(sorted(DeltaTable(uri).to_pyarrow_table().column("k").to_pylist()))
+"""
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(
+    "release,first,rows",
+    [
+        ("0.12.0", "ok", [2, 3, 4, 10, 11, 12, 12, 13, 13]),
+        ("0.14.0", "ok", [2, 3, 4, 10, 11, 12, 12, 13, 13]),
+        ("0.15.3", "DeltaError: Generic DeltaTable error: Version mismatch", [2, 3, 4, 12, 13]),
+        ("0.16.4", "DeltaError: Generic DeltaTable error: Version mismatch", [2, 3, 4, 12, 13]),
+        ("0.17.4", "ok", [2, 3, 4, 12, 13]),
+    ],
+)
+def test_a_delete_past_a_concurrent_commit_on_older_releases(
+    release: str, first: str, rows: list[int], tmp_path: Path
+) -> None:
+    from harness.engines.envs import ensure
+
+    env = ensure(env_request(EngineRelease("delta-rs", release)))
+    out = subprocess.run(
+        [env.python, "-c", _STALE_DELETE.format(uri=str(tmp_path / "t"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.stdout.splitlines()[:2] == [first, str(rows)], out.stdout + out.stderr
