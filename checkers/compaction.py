@@ -17,6 +17,7 @@ commit:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -38,11 +39,27 @@ def is_compaction(commit: Commit) -> bool:
     return bool(files) and all(f.get("dataChange") is False for f in files)
 
 
-def _rows(log: TransactionLog, action: dict) -> Counter[Row]:
+def _rows(log: TransactionLog, action: dict, columns: set[str] | None) -> Counter[Row]:
     """The rows an add (or remove) action names: its file's rows less those
-    its deletion vector deletes."""
+    its deletion vector deletes, in the table schema's `columns` (None: all
+    the file has)."""
     t = log.add_rows(action)
+    if columns is not None:
+        t = t.select([c for c in t.column_names if c in columns])
     return Counter(tuple(sorted(r.items())) for r in t.to_pylist())
+
+
+def _schema_columns(log: TransactionLog, version: int) -> set[str] | None:
+    """The table's columns at `version`. A column a data file holds that the
+    schema lacks is no data of the table, which no reader sees (deltalake
+    0.19 to 0.25 leave an internal `__delta_rs_update_predicate` column in
+    the files an UPDATE writes, and drop it when they compact them)."""
+    meta = log.metadata_at(version) or {}
+    try:
+        fields = json.loads(meta.get("schemaString") or "{}").get("fields") or []
+        return {str(f["name"]) for f in fields} or None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _fmt_rows(rows: Counter[Row], limit: int = 3) -> str:
@@ -71,12 +88,13 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         dead_removed = [rm["path"] for rm in removes if rm["path"] not in live and rm["path"] in removed_by]
         if compacting:
             compactions += 1
+            columns = _schema_columns(log, version)
             before: Counter[Row] = Counter()
             for p in live_removed:
-                before += _rows(log, live[p])  # as it was live, its DV applied
+                before += _rows(log, live[p], columns)  # as it was live, its DV applied
             after: Counter[Row] = Counter()
             for a in adds:
-                after += _rows(log, a)
+                after += _rows(log, a, columns)
             rewritten += sum(before.values())
             lost, extra = before - after, after - before
             if lost or extra:
@@ -141,13 +159,14 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         if stale and not compacting:
             # The write's removes hit files a compaction had already replaced;
             # what it meant to delete or overwrite lives on in the new file.
+            columns = _schema_columns(log, version)
             meant: Counter[Row] = Counter()
             for rm in removes:
                 if rm["path"] in stale:
-                    meant += _rows(log, rm)  # what the write saw in that file
+                    meant += _rows(log, rm, columns)  # what the write saw in that file
             now: Counter[Row] = Counter()
             for a in live.values():
-                now += _rows(log, a)
+                now += _rows(log, a, columns)
             survivors = meant & now
             if survivors:
                 by = sorted({removed_by[p][0] for p in stale})

@@ -51,6 +51,26 @@ def test_correct_compaction_is_valid() -> None:
     assert res.stats["compaction_commits"] == 1 and res.stats["rows_rewritten"] == 3
 
 
+def test_a_column_the_schema_lacks_is_no_data_of_the_table() -> None:
+    """deltalake 0.19-0.25's UPDATE leaves an internal column in the files it
+    writes, and OPTIMIZE drops it: the table's rows are unchanged (its
+    schema's columns), so the compaction is valid; a changed value in a
+    schema column still is not."""
+    import pyarrow as pa
+
+    for extra, verdict in ((None, Verdict.VALID), ("writer", Verdict.INVALID)):
+        run = _base()
+        t = run.file_tables["f1.parquet"]
+        run.file_tables["f1.parquet"] = t.append_column("__delta_rs_update_predicate", pa.nulls(t.num_rows, pa.bool_()))
+        if extra:  # the compaction also changes a value the schema has
+            rows = [(1, "1.1"), (2, "other"), (3, "2.1")]
+        else:
+            rows = ALL
+        _optimize(run, rows, ["f1.parquet", "f2.parquet"], "3.1")
+        res = compaction.check(*run.build())
+        assert res.verdict is verdict, res.explanation
+
+
 def test_two_compactions_of_the_same_files_duplicate_rows() -> None:
     run = _base()
     _optimize(run, ALL, ["f1.parquet", "f2.parquet"], "3.1")  # v3
