@@ -90,12 +90,16 @@ def arrow_schema(table: TableSpec) -> Any:
 
 def query(dt: Any, name: str, sql: str) -> Any:
     """`sql` over the table object's snapshot, registered as `name`, as a
-    pyarrow table (QueryBuilder, from 0.22; before 1.0 it returns batches)."""
+    pyarrow table (QueryBuilder, from 0.22; what it returns changed twice)."""
     import pyarrow as pa
     from deltalake import QueryBuilder
 
     res = QueryBuilder().register(name, dt).execute(sql)
-    return res.read_all() if hasattr(res, "read_all") else pa.Table.from_batches(res)
+    if hasattr(res, "read_all"):  # 1.x: a RecordBatchReader
+        return res.read_all()
+    if hasattr(res, "fetchall"):  # 0.23-0.25: a QueryResult
+        res = res.fetchall()
+    return pa.Table.from_batches(res)  # 0.22: a list of batches
 
 
 def table_arrow_schema(dt: Any) -> Any:
