@@ -99,6 +99,8 @@ def query(dt: Any, name: str, sql: str) -> Any:
         return res.read_all()
     if hasattr(res, "fetchall"):  # 0.23-0.25: a QueryResult
         res = res.fetchall()
+    if not res:  # no batch, so no schema: the table's, empty (a read of an empty table)
+        return table_arrow_schema(dt).empty_table()
     return pa.Table.from_batches(res)  # 0.22: a list of batches
 
 
