@@ -434,7 +434,8 @@ def releases_section(stored: dict[str, Any]) -> list[str]:
                 row.append("-")
                 continue
             kinds = ", ".join(c["anomalies"])
-            row.append(_cell(f"{c['verdict']}" + (f": {kinds}" if kinds else "")))
+            partial = f" ({c['supported']})" if str(c.get("supported", "")).startswith("partial") else ""
+            row.append(_cell(f"{c['verdict']}{partial}" + (f": {kinds}" if kinds else "")))
         out.append(f"| {r} | " + " | ".join(row) + " |")
     out.append("")
     return out
