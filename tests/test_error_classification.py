@@ -715,15 +715,7 @@ DELTARS_TEXTS = [
         E.NOT_A_CONFLICT,
         False,
     ),
-    # Recorded with deltalake 0.9.0 (conformance, create>create): the loser
-    # of a create race, at its commit of version 0.
-    (
-        "PyDeltaTableError",
-        "Generic error: A Delta Lake table already exists at that location.",
-        E.UNCLASSIFIED_CONFLICT,
-        True,
-    ),
-    # ... and 0.9.0's append that lost its race 5 times in a row.
+    # Recorded with deltalake 0.9.0: an append that lost its race 5 times in a row.
     ("PyDeltaTableError", "Transaction failed: Failed to commit transaction: 5", E.UNCLASSIFIED_CONFLICT, True),
     ("RuntimeError", "something nobody has seen before", E.NOT_A_CONFLICT, False),
 ]

@@ -131,10 +131,6 @@ _RS_CONFLICTS: tuple[tuple[re.Pattern[str], ErrorClass], ...] = (
     # VersionAlreadyExists, as DeltaTableError and as TransactionError.
     (re.compile(r"version \d+ already exists", re.I), E.UNCLASSIFIED_CONFLICT),
     (re.compile(r"Tried committing existing table version", re.I), E.UNCLASSIFIED_CONFLICT),
-    # deltalake 0.9-0.13: a create whose version 0 another writer committed
-    # first (raised at the commit; a table there beforehand fails earlier,
-    # in the Python writer, with "DeltaTable already exists").
-    (re.compile(r"A Delta Lake table already exists at that location", re.I), E.UNCLASSIFIED_CONFLICT),
 )
 
 # Texts of the delta-spark messages, for a message that lost its condition
