@@ -132,6 +132,19 @@ class ManagedProcess:
                 raise HarnessError(f"{self.name} not ready after {timeout:.0f}s (log: {self.log_path})")
             time.sleep(0.02)
 
+    def run(self, timeout: float, what: str) -> int:
+        """Start, wait for the exit, stop (its process group too); the exit
+        code. Longer than `timeout` seconds: stopped, and a HarnessError
+        naming `what` and the log."""
+        self.start()
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise HarnessError(f"{what} took over {timeout:.0f} s (log: {self.log_path})") from None
+        finally:
+            self.stop(grace=1.0)
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

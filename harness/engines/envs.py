@@ -129,16 +129,7 @@ def _lock(name: str) -> Iterator[None]:
 
 
 def _uv(args: list[str], log: Path, what: str) -> None:
-    proc = ManagedProcess("uv", [venv_bin("uv"), *args], log).start()
-    deadline = time.monotonic() + BUILD_TIMEOUT_S
-    try:
-        while proc.alive():
-            if time.monotonic() > deadline:
-                raise HarnessError(f"{what} took over {BUILD_TIMEOUT_S:.0f} s (log: {log})")
-            time.sleep(0.1)
-        code = proc.proc.wait() if proc.proc is not None else 1
-    finally:
-        proc.stop(grace=1.0)
+    code = ManagedProcess("uv", [venv_bin("uv"), *args], log).run(BUILD_TIMEOUT_S, what)
     if code != 0:
         tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
         raise HarnessError(f"{what} failed: {' / '.join(tail) or f'uv exited with code {code}'} (log: {log})")

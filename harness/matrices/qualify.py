@@ -30,6 +30,7 @@ from harness.matrices.conformance.verdict import (
     AVAILABILITY,
     CONFORMS,
     EXCEPTION_CLASS,
+    PASSES,
     RETRIED,
     SAFETY,
     V_UNSUPPORTED,
@@ -115,12 +116,16 @@ def _conformance_side(cell: dict[str, Any] | None, folder: Path | None, out: Pat
     text = f"expected {cell.get('expected')}, observed {cell.get('observed')}"
     if cell.get("why"):
         text += f"; {cell['why']}"
-    repro = f"delta-jepsen reproduce {folder} --cell '{cell.get('id')}'" if folder and verdict not in _PASS else ""
+    repro = (
+        f"delta-jepsen reproduce {folder} --cell '{cell.get('id')}'"
+        if folder and verdict not in _NOTHING_TO_REPRODUCE
+        else ""
+    )
     link = _rel(folder / "conformance.html", out) if folder else ""
     return Side(verdict, text, [], repro, link)
 
 
-_PASS = (CONFORMS, RETRIED, V_UNSUPPORTED)
+_NOTHING_TO_REPRODUCE = (*PASSES, V_UNSUPPORTED)
 
 
 def compare_conformance(a: Stored, b: Stored, out: Path) -> list[Row]:
@@ -139,7 +144,7 @@ def compare_conformance(a: Stored, b: Stored, out: Path) -> list[Row]:
             _conformance_side(cb, b.conformance_dir, out),
         )
         va, vb = row.baseline.verdict, row.candidate.verdict
-        if va == vb or (va in _PASS[:2] and vb in _PASS[:2]):
+        if va == vb or (va in PASSES and vb in PASSES):
             row.change = UNCHANGED
         elif V_UNSUPPORTED in (va, vb) or "absent" in (va, vb):
             row.change = SUPPORT

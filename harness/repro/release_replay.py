@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +36,7 @@ def replay_in_release(
     schedule_file = run_dir / "logs" / "schedule.json"
     schedule_file.write_text(json.dumps(schedule.to_json()))
     proc = ManagedProcess(f"replay on {er}", [*argv, str(schedule_file)], run_dir / "logs" / "replay.log", env=penv)
-    proc.start()
-    deadline = time.monotonic() + REPLAY_TIMEOUT_S
-    try:
-        while proc.alive():
-            if time.monotonic() > deadline:
-                raise HarnessError(f"the replay on {er} took over {REPLAY_TIMEOUT_S:.0f} s (log: {proc.log_path})")
-            time.sleep(0.05)
-    finally:
-        proc.stop(grace=1.0)
+    proc.run(REPLAY_TIMEOUT_S, f"the replay on {er}")
     result = run_dir / "logs" / RESULT
     if not result.is_file():
         raise HarnessError(f"the replay on {er} ended without a result (log: {proc.log_path})")
