@@ -48,6 +48,58 @@ def test_each_release_series_gets_the_pyarrow_it_accepts() -> None:
     assert env_request(EngineRelease("delta-rs", "0.9.0")).key != env_request(EngineRelease("delta-rs", "0.8.1")).key
 
 
+def test_a_delta_spark_release_runs_on_the_spark_it_was_built_against() -> None:
+    def req(release: str) -> tuple[str, ...]:
+        return env_request(EngineRelease("delta-spark", release)).requirements
+
+    assert req("3.2.0")[:2] == ("delta-spark==3.2.0", "pyspark[connect]==3.5.0")
+    # Built on 3.5.3, whose Spark Connect server Maven Central does not serve: the next patch.
+    assert req("3.3.2")[:2] == ("delta-spark==3.3.2", "pyspark[connect]==3.5.4")
+    assert req("4.0.1")[:2] == ("delta-spark==4.0.1", "pyspark[connect]==4.0.0")
+    assert "pyarrow==14.0.2" in req("3.3.2") and "pyarrow==17.0.0" in req("4.0.1")
+    for bad, why in (
+        ("delta-spark==3.1.0", "oldest delta-spark release supported is 3.2.0"),
+        ("delta-spark==4.1.0", "up to the 4.0 series"),
+    ):
+        with pytest.raises(HarnessError, match=why):
+            parse_engine_release(bad, ENGINE_NAMES)
+
+
+def test_an_old_delta_spark_release_refuses_the_coordinator_it_lacks() -> None:
+    from harness.engines.deltaspark import COORDINATED, DeltaSparkEngine
+    from harness.run.plan import RunSpec, resolve_log_store
+
+    with pytest.raises(HarnessError, match="3.3.2 has no DynamoDB commit coordinator"):
+        DeltaSparkEngine(COORDINATED, release="3.3.2")
+    # Two clusters on S3: the coordinator where the release has one, else the
+    # single-driver LogStore (the run then says it is outside the contract).
+    assert resolve_log_store(RunSpec(engine="delta-spark==4.0.1", storage="s3", nodes=2)) == COORDINATED
+    assert resolve_log_store(RunSpec(engine="delta-spark==3.3.2", storage="s3", nodes=2)) == "single-driver"
+
+
+def test_a_release_keeps_its_engines_contract() -> None:
+    from harness.core.contract import breaches
+
+    found = breaches({"engine": "delta-spark==3.3.2", "storage": "s3", "nodes": 2, "log_store": "single-driver"})
+    assert [b.engines for b in found] == [("delta-spark",)]
+
+
+def test_the_loopback_shim_turns_a_wildcard_bind_into_loopback(tmp_path) -> None:
+    from harness.engines.loopback import preload
+
+    probe = (
+        "import socket\n"
+        "for fam, any_ in ((socket.AF_INET, '0.0.0.0'), (socket.AF_INET6, '::')):\n"
+        "    s = socket.socket(fam); s.bind((any_, 0)); print(s.getsockname()[0]); s.close()\n"
+        "s = socket.socket(); s.bind(('127.0.0.2', 0)); print(s.getsockname()[0])\n"
+    )
+    env = preload({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # Wildcards become loopback; an address asked for is kept.
+    assert out.stdout.split() == ["127.0.0.1", "::ffff:127.0.0.1", "127.0.0.2"]
+
+
 def test_the_api_table_narrows_capabilities_to_what_a_release_has() -> None:
     oldest = capabilities_of(DeltaRsApi.of("0.8.1"))
     assert oldest.ops == {"create-table", "create-table-at", "append", "read", "overwrite"}

@@ -156,8 +156,9 @@ def _time_starts(name: str, nodes: int, repeat: int, record_first: bool) -> tupl
     phases: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="dj-bench-") as tmp:
         storage = open_storage("local", Path(tmp))
-        if hasattr(engine, "prepare"):
-            engine.prepare(storage)  # the one-time jar fetch is not start-up
+        engine.prepare()
+        if hasattr(engine, "jarset"):
+            engine.jarset(storage)  # the one-time jar fetch is not start-up
         archive = getattr(engine, "cds", None)
         if record_first and (archive is None or not archive.path.is_file()):
             try:  # the once-per-machine recording of the archive is not start-up either

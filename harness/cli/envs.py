@@ -25,6 +25,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     return {"envs": cmd_envs}
 
 
+# The libraries a release's environment pins beside it, shown in the listing.
+_SHOWN = ("pyspark", "pyarrow", "numpy")
+
+
 def cmd_envs(args: argparse.Namespace) -> int:
     from harness.core.errors import HarnessError
     from harness.engines import ENGINE_NAMES
@@ -55,7 +59,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
     total = sum(size for _e, size, _u in envs)
     print(f"{cache_root()}: {len(envs)} environment(s), {total / 1e6:.0f} MB of {limit_bytes() / 1e6:.0f} MB")
     for env, size, used in envs:
-        libs = " ".join(f"{k}=={v}" for k, v in sorted(env.resolved.items()) if k in ("pyarrow", "numpy"))
+        libs = " ".join(f"{k}=={v}" for k, v in sorted(env.resolved.items()) if k in _SHOWN)
         stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(used))
         print(f"  {env.engine}=={env.release:<10} {size / 1e6:7.0f} MB  last used {stamp}  {libs}")
     return 0

@@ -239,10 +239,20 @@ def install_signal_handlers() -> None:
     signal.signal(signal.SIGTERM, _term)
 
 
-def python_argv(module: str, *args: str) -> list[str]:
+# Set in a process that runs under an engine release's interpreter: the
+# harness's own, for the helpers it starts (moto, the fault proxy) that need
+# the harness's packages and none of the release's.
+HARNESS_PYTHON_ENV = "DJ_HARNESS_PYTHON"
+
+
+def harness_python() -> str:
     import sys
 
-    return [sys.executable, "-m", module, *args]
+    return os.environ.get(HARNESS_PYTHON_ENV) or sys.executable
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    return [harness_python(), "-m", module, *args]
 
 
 # The checkout: harness/core/procs.py is three levels below it.
@@ -255,6 +265,7 @@ def foreign_python(python: str, argv: list[str], env: dict[str, str] | None = No
     none of this environment's packages."""
     out = {k: v for k, v in (os.environ if env is None else env).items() if k != "VIRTUAL_ENV"}
     out["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT, out.get("PYTHONPATH")) if p)
+    out[HARNESS_PYTHON_ENV] = harness_python()
     return [python, *argv[1:]], out
 
 

@@ -45,7 +45,8 @@ def make_engine(name: str, release: str | None = None, **options: Any) -> Engine
     others ignore them. `release`: one other than the pinned one, where the
     engine can run it (harness.engines.releases)."""
     if name == "delta-spark":
-        return DeltaSparkEngine(**{k: v for k, v in options.items() if k in ("log_store", "jar_dir", "progress")})
+        opts = {k: v for k, v in options.items() if k in ("log_store", "jar_dir", "progress")}
+        return DeltaSparkEngine(**opts, release=release)
     if name == "sail":
         return SailEngine()
     if name == "delta-rs":

@@ -35,11 +35,14 @@ from typing import Any
 
 from harness.core.capacity import Load, MiB
 from harness.core.errors import HarnessError
-from harness.core.procs import ManagedProcess, owned_tempdir, python_argv
+from harness.core.procs import ManagedProcess, foreign_python, owned_tempdir, python_argv
 from harness.core.storage import Storage
 from harness.engines.base import Capabilities, ClientConfig, Node
 from harness.engines.cds import DUMP_GRACE_S, ClassArchive
-from harness.engines.jars import JarSet, resolve, spark_home
+from harness.engines.envs import ReleaseEnv, ensure
+from harness.engines.jars import JarSet, Versions, resolve
+from harness.engines.loopback import preload
+from harness.engines.releases import EngineRelease, env_request, parse_release
 from harness.engines.servers import ServerEngine
 from harness.engines.spark import spark_uri
 
@@ -138,6 +141,15 @@ LEGACY_NAMES = {"default": SINGLE_DRIVER}
 # The DynamoDB table the commit coordinator keeps its tables' commits in
 # (the coordinator creates it on first use).
 COORDINATOR_TABLE = "delta_coordinated_commits"
+# The first delta-spark release whose jar holds the DynamoDB commit coordinator.
+COORDINATOR_SINCE = (4, 0)
+
+
+def has_commit_coordinator(release: str | None) -> bool:
+    """None: the pinned release."""
+    return release is None or parse_release(release)[:2] >= COORDINATOR_SINCE
+
+
 DYNAMODB_TABLE = "delta_log"
 
 
@@ -198,12 +210,26 @@ class DeltaSparkEngine(ServerEngine):
     stop_grace = 10.0
 
     def __init__(
-        self, log_store: str = SINGLE_DRIVER, jar_dir: str | None = None, progress: Callable[[str], None] | None = None
+        self,
+        log_store: str = SINGLE_DRIVER,
+        jar_dir: str | None = None,
+        progress: Callable[[str], None] | None = None,
+        release: str | None = None,
     ):
         log_store = LEGACY_NAMES.get(log_store, log_store)
         if log_store not in LOG_STORES:
             raise HarnessError(f"unknown --log-store {log_store!r}; valid: {', '.join(LOG_STORES)}")
+        if log_store == COORDINATED and release is not None and not has_commit_coordinator(release):
+            raise HarnessError(
+                f"--log-store {COORDINATED}: delta-spark {release} has no DynamoDB commit coordinator "
+                f"(it came with {'.'.join(map(str, COORDINATOR_SINCE))})"
+            )
         self.log_store = log_store
+        # A release other than the pinned one: its Spark, pyspark client and
+        # Delta jars come from an environment of its own (harness.engines.envs).
+        self.release = release
+        self.env: ReleaseEnv | None = None
+        self._versions: Versions | None = None
         self.jar_dir = jar_dir
         self.progress = progress
         self.jars: JarSet | None = None
@@ -221,9 +247,24 @@ class DeltaSparkEngine(ServerEngine):
             return ["delta"]
         return [LOG_STORES[self.log_store][1]]
 
-    def prepare(self, storage: Storage) -> JarSet:
+    def prepare(self) -> None:
+        if self.release is not None and self.env is None:
+            self.env = ensure(env_request(EngineRelease(self.name, self.release)), self.progress)
+
+    def spark_versions(self) -> Versions:
+        """The Spark and Delta the nodes run: the harness's own, or the release's."""
+        if self._versions is None:
+            self.prepare()
+            if self.env is None:
+                self._versions = Versions.installed()
+            else:
+                home = self.env.site_packages / "pyspark"
+                self._versions = Versions.of(home, self.env.resolved["pyspark"], self.env.resolved["delta-spark"])
+        return self._versions
+
+    def jarset(self, storage: Storage) -> JarSet:
         if self.jars is None:
-            self.jars = resolve(self._features(storage), self.jar_dir, self.progress)
+            self.jars = resolve(self._features(storage), self.jar_dir, self.progress, self.spark_versions())
         return self.jars
 
     def uses_commit_coordinator(self, storage: Storage) -> bool:
@@ -264,6 +305,9 @@ class DeltaSparkEngine(ServerEngine):
         }
         if storage.kind != "local":
             endpoint = storage.client_env("x")["AWS_ENDPOINT_URL"]
+            # Hadoop 3.4's S3A signs with the AWS SDK v2, 3.3's (Spark 3.5)
+            # with v1: each has its own environment-variable provider.
+            v1 = self.spark_versions().hadoop.startswith(("2.", "3.0.", "3.1.", "3.2.", "3.3."))
             conf.update(
                 {
                     "spark.hadoop.fs.s3a.endpoint": endpoint,
@@ -272,13 +316,16 @@ class DeltaSparkEngine(ServerEngine):
                     "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
                     # Credentials come from the JVM's environment, never argv.
                     "spark.hadoop.fs.s3a.aws.credentials.provider": (
-                        "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+                        "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"
+                        if v1
+                        else "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
                     ),
                     # Fail an S3 call in seconds, not minutes: the harness's op
                     # timeout decides what is indeterminate.
                     "spark.hadoop.fs.s3a.attempts.maximum": "3",
                     "spark.hadoop.fs.s3a.retry.limit": "3",
-                    "spark.hadoop.fs.s3a.connection.timeout": "30s",
+                    # Hadoop 3.3 reads a plain number of milliseconds only.
+                    "spark.hadoop.fs.s3a.connection.timeout": "30000" if v1 else "30s",
                 }
             )
             store_class = LOG_STORES[self.log_store][0]
@@ -292,7 +339,7 @@ class DeltaSparkEngine(ServerEngine):
     # -- nodes -------------------------------------------------------------------
 
     def _spawn(self, name: str, storage: Storage, log: Path, extra_env: dict[str, str] | None = None) -> ManagedProcess:
-        jars = self.prepare(storage)
+        jars = self.jarset(storage)
         # A restarted node's old JVM is dead by now (restart_node kills it
         # first): its scratch dir, and the Delta cache in it, go with it.
         old = self.workdirs.pop(name, None)
@@ -302,7 +349,7 @@ class DeltaSparkEngine(ServerEngine):
         self.workdirs[name] = work
         log4j = os.path.join(work, "log4j2.properties")
         Path(log4j).write_text(LOG4J2)
-        home = spark_home()
+        home = self.spark_versions().spark_home
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
         java_opts = os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS)
         if self.cds is None:
@@ -343,6 +390,9 @@ class DeltaSparkEngine(ServerEngine):
             **(extra_env or {}),
         }
         env.pop("PYSPARK_PYTHON", None)
+        if self.spark_versions().spark.startswith("3."):
+            # Spark 3.5's Connect server ignores the binding address above.
+            env = preload(env)
         return ManagedProcess(f"delta-spark-{name}", argv, log, env=env, cwd=work).start()
 
     def _ready(self, srv: ManagedProcess, timeout: float) -> str:
@@ -356,18 +406,20 @@ class DeltaSparkEngine(ServerEngine):
         for node in nodes:
             srv = self.by_name[node.name]
             scratch = os.path.join(srv.cwd or tempfile.gettempdir(), "warmup-table")
+            argv = python_argv(
+                "harness.engines.warmup",
+                node.url or "",
+                scratch,
+                *([",".join(sorted(self.warm_ops))] if self.warm_ops is not None else []),
+            )
+            env = None
+            if self.env is not None:  # the release's own Spark Connect client
+                argv, env = foreign_python(self.env.python, argv)
             procs.append(
                 (
                     node,
                     ManagedProcess(
-                        f"warm-up {node.name}",
-                        python_argv(
-                            "harness.engines.warmup",
-                            node.url or "",
-                            scratch,
-                            *([",".join(sorted(self.warm_ops))] if self.warm_ops is not None else []),
-                        ),
-                        logs_dir / f"delta-spark-{node.name}.warmup.log",
+                        f"warm-up {node.name}", argv, logs_dir / f"delta-spark-{node.name}.warmup.log", env=env
                     ).start(),
                 )
             )
@@ -409,7 +461,7 @@ class DeltaSparkEngine(ServerEngine):
         self.warm_ops = ops
 
     def start_nodes(self, n: int, storage: Storage, logs_dir: Path, timeout: float, first: int = 1) -> list[Node]:
-        self.prepare(storage)  # the jar fetch, once, before any JVM starts
+        self.jarset(storage)  # the jar fetch, once, before any JVM starts
         self._t0 = time.monotonic()
         return super().start_nodes(n, storage, logs_dir, timeout, first)
 
@@ -437,12 +489,12 @@ class DeltaSparkEngine(ServerEngine):
             table_uri=spark_uri(table_uri),
             url=node.url,
             timeout=timeout,
+            python=self.env.python if self.env is not None else None,
         )
 
     def versions(self) -> dict[str, Any]:
-        from importlib.metadata import version
-
-        out: dict[str, Any] = {"pyspark": version("pyspark"), "delta-spark": version("delta-spark")}
+        v = self.spark_versions()
+        out: dict[str, Any] = {"pyspark": v.spark, "delta-spark": v.delta}
         if self.jars is not None:
             out["spark-jars"] = ", ".join(sorted(p.name for p in self.jars.jars))
         return out

@@ -84,6 +84,13 @@ class ReleaseEnv:
     def bin(self, name: str) -> str:
         return str(self.path / "bin" / name)
 
+    @property
+    def site_packages(self) -> Path:
+        found = sorted((self.path / "lib").glob("python*/site-packages"))
+        if not found:
+            raise HarnessError(f"environment {self.path} has no site-packages")
+        return found[0]
+
 
 def cache_root() -> Path:
     if os.environ.get(CACHE_ENV):

@@ -13,6 +13,9 @@ needs, beside them:
   coordinator inside delta-spark's own jar (coordinated commits) needs and
   delta-spark declares "provided": the release Delta builds against.
 
+Spark 3.5's pyspark ships no Spark Connect server (Spark 4 does): for it,
+``spark-connect`` of the same Spark release joins the coordinates.
+
 Resolution uses Apache Ivy, which pyspark ships (it is what Spark's own
 ``spark.jars.packages`` runs), in a JVM of its own, once per set of
 coordinates: the resolved file list is cached under a key made of the
@@ -53,14 +56,15 @@ _JAR_NAME = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")
 
 
 def spark_home() -> Path:
+    """The Spark of the harness's own environment (pyspark ships its jars)."""
     import pyspark
 
     return Path(pyspark.__file__).parent
 
 
-def _spark_jar_versions() -> dict[str, str]:
+def _spark_jar_versions(home: Path | None = None) -> dict[str, str]:
     out = {}
-    for p in (spark_home() / "jars").glob("*.jar"):
+    for p in ((home or spark_home()) / "jars").glob("*.jar"):
         m = _JAR_NAME.match(p.name)
         if m:
             out[m.group("name")] = m.group("version")
@@ -75,6 +79,8 @@ class Versions:
     scala: str  # binary version, e.g. 2.13
     hadoop: str
     delta: str
+    home: Path | None = None  # the Spark these jars join; None: the harness's own
+    connect: bool = False  # Spark ships no Spark Connect server: fetch it
 
     @classmethod
     def installed(cls) -> Versions:
@@ -84,15 +90,29 @@ class Versions:
             delta = version("delta-spark")
         except PackageNotFoundError:
             raise HarnessError("the delta-spark Python package is not installed; pip install -e '.[dev]'") from None
-        jars = _spark_jar_versions()
+        return cls.of(spark_home(), version("pyspark"), delta)
+
+    @classmethod
+    def of(cls, home: Path, spark: str, delta: str) -> Versions:
+        """The jars Delta `delta` needs beside the Spark at `home` (a pyspark
+        package folder), e.g. a release's own environment's."""
+        jars = _spark_jar_versions(home)
         scala, hadoop = jars.get("scala-library"), jars.get("hadoop-client-api")
         if not scala or not hadoop:
-            raise HarnessError(f"pyspark at {spark_home()} ships no scala-library or hadoop-client-api jar")
-        return cls(spark=version("pyspark"), scala=".".join(scala.split(".")[:2]), hadoop=hadoop, delta=delta)
+            raise HarnessError(f"pyspark at {home} ships no scala-library or hadoop-client-api jar")
+        connect = not any(name.startswith("spark-connect_") for name in jars)
+        own = home == spark_home()
+        return cls(spark, ".".join(scala.split(".")[:2]), hadoop, delta, None if own else home, connect)
+
+    @property
+    def spark_home(self) -> Path:
+        return self.home or spark_home()
 
     def coordinates(self, features: Iterable[str]) -> list[str]:
         fs = set(features) | {"delta"}
         out = [f"io.delta:delta-spark_{self.scala}:{self.delta}", f"io.delta:delta-storage:{self.delta}"]
+        if self.connect:
+            out.append(f"org.apache.spark:spark-connect_{self.scala}:{self.spark}")
         if fs & {"s3", "dynamodb", "coordinator"}:
             out.append(f"org.apache.hadoop:hadoop-aws:{self.hadoop}")
         if "dynamodb" in fs:
@@ -154,14 +174,14 @@ _DOWNLOAD = re.compile(r"\[SUCCESSFUL \] (\S+?)!(\S+) \(\d+ms\)")
 _UNRESOLVED = re.compile(r"::\s+(\S+#\S+;\S+): not found")
 
 
-def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | None) -> list[Path]:
+def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | None, home: Path) -> list[Path]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "ivy.xml").write_text(_ivy_module(coords))
     repo = os.environ.get("DJ_MAVEN_REPO", MAVEN_CENTRAL)
     (work / "ivysettings.xml").write_text(_ivy_settings(repo))
-    ivy = sorted((spark_home() / "jars").glob("ivy-*.jar"))
+    ivy = sorted((home / "jars").glob("ivy-*.jar"))
     if not ivy:
-        raise HarnessError(f"pyspark at {spark_home()} ships no ivy jar to resolve Delta's jars with")
+        raise HarnessError(f"pyspark at {home} ships no ivy jar to resolve Delta's jars with")
     cp_file = work / "classpath.txt"
     cp_file.unlink(missing_ok=True)
     argv = [
@@ -218,8 +238,8 @@ def _run_ivy(coords: list[str], work: Path, progress: Callable[[str], None] | No
     return [Path(p) for p in cp_file.read_text().strip().split(os.pathsep) if p]
 
 
-def _not_in_spark(jars: Iterable[Path]) -> list[Path]:
-    spark = _spark_jar_versions()
+def _not_in_spark(jars: Iterable[Path], home: Path) -> list[Path]:
+    spark = _spark_jar_versions(home)
     out = []
     for p in jars:
         m = _JAR_NAME.match(p.name)
@@ -242,27 +262,29 @@ def _from_dir(d: Path, versions: Versions, features: Iterable[str]) -> JarSet:
             f"--spark-jars {d} lacks {', '.join(missing)} (pyspark {versions.spark}, delta-spark "
             f"{versions.delta}); it has {', '.join(found) or 'no Delta jar'}"
         )
-    return JarSet(tuple(_not_in_spark(jars)), tuple(versions.coordinates(features)), f"dir:{d}")
+    return JarSet(tuple(_not_in_spark(jars, versions.spark_home)), tuple(versions.coordinates(features)), f"dir:{d}")
 
 
 def resolve(
     features: Iterable[str] = ("delta",),
     jar_dir: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    versions: Versions | None = None,
 ) -> JarSet:
-    """The jars a Delta Spark JVM needs for `features`, fetched on first use."""
+    """The jars a Delta Spark JVM needs for `features`, fetched on first use;
+    `versions`: another Delta and Spark than the harness's own."""
     features = sorted(set(features) | {"delta"})
     bad = [f for f in features if f not in FEATURES]
     if bad:
         raise HarnessError(f"unknown jar feature {bad[0]!r}; valid: {', '.join(FEATURES)}")
-    versions = Versions.installed()
+    versions = versions or Versions.installed()
     jar_dir = jar_dir or os.environ.get(JARS_DIR_ENV)
     if jar_dir:
         return _from_dir(Path(jar_dir), versions, features)
     coords = versions.coordinates(features)
     key = hashlib.sha256(json.dumps([versions.spark, coords]).encode()).hexdigest()[:16]
     manifest = cache_root() / "resolved" / f"{key}.json"
-    with _cache_lock():
+    with cache_lock():
         try:
             doc = json.loads(manifest.read_text())
             jars = [Path(p) for p in doc["jars"]]
@@ -270,7 +292,8 @@ def resolve(
                 return JarSet(tuple(jars), tuple(coords), "maven-central")
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        jars = _not_in_spark(_run_ivy(coords, cache_root() / "work" / key, progress))
+        home = versions.spark_home
+        jars = _not_in_spark(_run_ivy(coords, cache_root() / "work" / key, progress, home), home)
         manifest.parent.mkdir(parents=True, exist_ok=True)
         tmp = manifest.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(
@@ -285,7 +308,7 @@ _LOCK = threading.Lock()
 
 
 @contextmanager
-def _cache_lock() -> Iterator[None]:
+def cache_lock() -> Iterator[None]:
     """One resolver at a time per cache, across processes (parallel tests,
     matrix cells): Ivy's cache is not safe for concurrent writers."""
     root = cache_root()

@@ -19,7 +19,7 @@ from harness.engines.envs import EnvRequest
 # The package each engine's release is the release of.
 PACKAGES = {"delta-rs": "deltalake", "sail": "pysail", "delta-spark": "delta-spark", "spark-connect": "pyspark"}
 # Engines whose release can be chosen; the others run their pinned release.
-SELECTABLE = ("delta-rs",)
+SELECTABLE = ("delta-rs", "delta-spark")
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
 
 # deltalake's releases and the pyarrow they accept (their own bounds: 0.10-0.12
@@ -31,6 +31,27 @@ _DELTARS_LIBS: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...] = (
     ((0, 19, 0), ("pyarrow==14.0.2", "numpy==1.26.4")),
     ((99,), ("pyarrow==17.0.0", "numpy==1.26.4")),
 )
+
+# delta-spark's releases: the Spark each runs on (the lower bound its Python
+# package declares, the Spark it was built against; its server runs from that
+# pyspark's jars, its Scala from them too) and the Spark Connect client's
+# libraries of that time. Spark 3.5 ships its Connect server as a separate
+# artifact, and Maven Central serves it for 3.5.0, 3.5.1, 3.5.4 and later but
+# not 3.5.2-3.5.3: releases built on 3.5.3 run on 3.5.4, the next patch.
+DELTA_SPARK_OLDEST = "3.2.0"
+_DELTA_SPARK_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
+    ((3, 2, 1), "3.5.0", ("pandas==2.2.3", "pyarrow==14.0.2", "numpy==1.26.4")),
+    ((4, 0, 0), "3.5.4", ("pandas==2.2.3", "pyarrow==14.0.2", "numpy==1.26.4")),
+    ((4, 1, 0), "4.0.0", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
+)
+# What the harness's own code needs beside a Spark Connect client where a
+# conformance worker runs in the release's environment and starts that
+# release's servers itself: the store's client (copying template tables), the
+# log reader and the process tools. None of it is on the engine's path (the
+# engine is the JVM).
+_SPARK_WORKER_LIBS = ("boto3", "networkx", "psutil")
+OLDEST = {"delta-rs": DELTARS_OLDEST, "delta-spark": DELTA_SPARK_OLDEST}
+NEWEST_SERIES = {"delta-spark": (4, 0)}
 
 
 @dataclass(frozen=True)
@@ -62,8 +83,14 @@ def parse_engine_release(entry: str, names: tuple[str, ...]) -> EngineRelease:
             f"--engine {entry.strip()}: a release can be chosen for {', '.join(SELECTABLE)}; "
             f"{name} runs the release this project pins"
         )
-    if name == "delta-rs" and parse_release(release) < parse_release(DELTARS_OLDEST):
-        raise HarnessError(f"--engine {entry.strip()}: the oldest deltalake release supported is {DELTARS_OLDEST}")
+    if parse_release(release) < parse_release(OLDEST[name]):
+        raise HarnessError(f"--engine {entry.strip()}: the oldest {PACKAGES[name]} release supported is {OLDEST[name]}")
+    newest = NEWEST_SERIES.get(name)
+    if newest is not None and parse_release(release)[:2] > newest:
+        raise HarnessError(
+            f"--engine {entry.strip()}: {PACKAGES[name]} releases up to the {'.'.join(map(str, newest))} series "
+            "are supported"
+        )
     return EngineRelease(name, release)
 
 
@@ -74,4 +101,12 @@ def env_request(er: EngineRelease) -> EnvRequest:
         v = parse_release(er.release)
         libs = next(libs for below, libs in _DELTARS_LIBS if v < below)
         return EnvRequest(er.name, er.release, (f"deltalake=={er.release}", *libs))
+    if er.name == "delta-spark":
+        v = parse_release(er.release)
+        spark, libs = next((spark, libs) for below, spark, libs in _DELTA_SPARK_LIBS if v < below)
+        return EnvRequest(
+            er.name,
+            er.release,
+            (f"delta-spark=={er.release}", f"pyspark[connect]=={spark}", *libs, *_SPARK_WORKER_LIBS),
+        )
     raise HarnessError(f"no environment recipe for {er}")

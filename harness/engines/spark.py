@@ -37,6 +37,17 @@ def sql_values(rows: list[tuple]) -> str:
     return ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows)
 
 
+def _to_arrow(df: Any) -> Any:
+    """A Connect DataFrame's rows as one Arrow table. pyspark 3.5 (the client
+    of delta-spark 3.x) has no DataFrame.toArrow: its client's to_table is
+    what collect() itself runs."""
+    if hasattr(type(df), "toArrow"):
+        return df.toArrow()
+    client = df._session.client
+    table, _schema = client.to_table(df._plan.to_proto(client))
+    return table
+
+
 class SparkConnectClient(EngineClient):
     """One client for every Spark Connect backend; what the backend can do
     (Sail, delta-spark, a remote cluster) comes in as its capabilities."""
@@ -52,15 +63,18 @@ class SparkConnectClient(EngineClient):
         from pyspark.sql import SparkSession
 
         assert self.config.url, "a Spark Connect client needs sc://host:port"
-        from pyspark.sql.connect.client.retries import DefaultPolicy
 
         # create(), not getOrCreate(): every client must have its own session.
         self.spark = SparkSession.builder.remote(self.config.url).create()
         # PySpark's default retries an unavailable server for ~10 minutes; a
         # dead node must surface fast (as an indeterminate op) instead.
-        self.spark.client.set_retry_policies(
-            [DefaultPolicy(max_retries=3, initial_backoff=50, max_backoff=1000, jitter=0)]
-        )
+        policy = {"max_retries": 3, "initial_backoff": 50, "max_backoff": 1000, "jitter": 0}
+        try:
+            from pyspark.sql.connect.client.retries import DefaultPolicy
+        except ImportError:  # pyspark 3.5 (delta-spark 3.x): one policy, a dict
+            self.spark.client._retry_policy.update(policy)
+        else:
+            self.spark.client.set_retry_policies([DefaultPolicy(**policy)])
 
     def close(self) -> None:
         if self.spark is not None:
@@ -235,7 +249,9 @@ class SparkConnectClient(EngineClient):
             df = self.spark.sql(f"SELECT {', '.join(columns)} FROM {self.table_ref}")
         else:
             df = self.spark.read.format("delta").load(self.config.table_uri).select(*columns)
-        t = df.toArrow()
+        t = _to_arrow(df)
+        if t.num_rows == 0:
+            return OpResult(value=[])
         return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
 
     def classify(self, exc: BaseException) -> Classified:

@@ -21,9 +21,16 @@ from harness.core.contract import engine_nodes
 from harness.core.errors import HarnessError
 from harness.core.isolation import LEVELS
 from harness.core.table import TableSpec
-from harness.engines import make_engine, parse_engine_list, parse_engine_releases
+from harness.engines import make_engine, parse_engine_releases
 from harness.engines.base import Engine
-from harness.engines.deltaspark import AUTO, COORDINATED, LEGACY_NAMES, LOG_STORES, SINGLE_DRIVER
+from harness.engines.deltaspark import (
+    AUTO,
+    COORDINATED,
+    LEGACY_NAMES,
+    LOG_STORES,
+    SINGLE_DRIVER,
+    has_commit_coordinator,
+)
 from harness.run.storage import STORAGE_KINDS
 from nemeses import make_nemeses
 from nemeses.base import Nemesis
@@ -133,8 +140,13 @@ def resolve_log_store(spec: RunSpec) -> str:
         return name
     if spec.storage == "local":
         return SINGLE_DRIVER
-    clusters = engine_nodes(list(parse_engine_list(spec.engine)), spec.nodes, "delta-spark")
-    return COORDINATED if clusters > 1 else SINGLE_DRIVER
+    releases = parse_engine_releases(spec.engine)
+    clusters = engine_nodes([e.name for e in releases], spec.nodes, "delta-spark")
+    # A release without the coordinator (before 4.0) has no multi-cluster
+    # protocol here (its S3DynamoDBLogStore jar is not on Maven Central): the
+    # run goes outside the single-driver contract and says so.
+    coordinator = all(has_commit_coordinator(e.release) for e in releases if e.name == "delta-spark")
+    return COORDINATED if clusters > 1 and coordinator else SINGLE_DRIVER
 
 
 def run_load(engines: list[Engine], nodes: int, concurrency: int, storage: str) -> Load:

@@ -42,9 +42,15 @@ class Backend(Protocol):
 
 
 def backend(engine: str) -> Backend:
-    if engine not in BACKENDS:
+    """`engine`: a name, or name==release where the backend starts servers
+    of that release (delta-spark); a client library's release is the one
+    installed where the worker runs."""
+    name, _, release = engine.partition("==")
+    if name not in BACKENDS:
         raise ValueError(f"no conformance backend for engine {engine!r}")
-    cls = load_object(BACKENDS[engine], "conformance backend")
+    cls = load_object(BACKENDS[name], "conformance backend")
+    if release and name == "delta-spark":
+        return cls(release)  # type: ignore[operator,no-any-return]
     return cls()  # type: ignore[operator,no-any-return]
 
 

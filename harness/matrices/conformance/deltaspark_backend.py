@@ -68,9 +68,9 @@ class DeltaSparkBackend(SailBackend):
     pin_loser = False
     commits_name_op = True  # userMetadata: the log must name the winner's and the loser's op
 
-    def __init__(self) -> None:
+    def __init__(self, release: str | None = None) -> None:
         self.storage: Any = None
-        self.engine = DeltaSparkEngine()
+        self.engine = DeltaSparkEngine(release=release)
         self.sessions: dict[str, DeltaSparkClient] = {}
         # Table properties the engine refused at creation -> its answer.
         self.refused: dict[tuple[tuple[str, str], ...], str | None] = {}

@@ -426,7 +426,7 @@ def run_cells(
         tables, logs = home / "tables", home / "logs"
         tables.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        worker = CellWorker(er.name, logs, tables, python)
+        worker = CellWorker(str(er), logs, tables, python)
         try:
             while True:
                 try:
