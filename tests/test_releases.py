@@ -65,6 +65,24 @@ def test_a_delta_spark_release_runs_on_the_spark_it_was_built_against() -> None:
             parse_engine_release(bad, ENGINE_NAMES)
 
 
+def test_a_sail_release_gets_the_client_that_can_read_its_answers_and_the_ops_it_has() -> None:
+    from harness.engines.sail import SAIL_CAPABILITIES, capabilities_of
+
+    def req(release: str) -> tuple[str, ...]:
+        return env_request(EngineRelease("sail", release)).requirements
+
+    # pyspark 4.0 cannot read the DML results of Sail before 0.7.
+    assert req("0.6.6")[:2] == ("pysail==0.6.6", "pyspark[connect]==3.5.4")
+    assert req("0.7.2")[:2] == ("pysail==0.7.2", "pyspark[connect]==4.0.1")
+    assert capabilities_of("0.3.7").ops == {"create-table", "create-table-at", "append", "read", "insert_select"}
+    assert "update" not in capabilities_of("0.6.6").ops and "merge" in capabilities_of("0.6.6").ops
+    assert "sail 0.5.3 lacks merge, set-properties, update" in capabilities_of("0.5.3").notes
+    assert capabilities_of("0.7.2").ops == SAIL_CAPABILITIES.ops
+    for bad, why in (("sail==0.2.6", "oldest pysail release supported is 0.3.0"), ("sail==0.8.0", "0.7 series")):
+        with pytest.raises(HarnessError, match=why):
+            parse_engine_release(bad, ENGINE_NAMES)
+
+
 def test_an_old_delta_spark_release_refuses_the_coordinator_it_lacks() -> None:
     from harness.engines.deltaspark import COORDINATED, DeltaSparkEngine
     from harness.run.plan import RunSpec, resolve_log_store

@@ -12,9 +12,19 @@ from harness.cli.options import Handler, positive
 from harness.core.errors import HarnessError
 
 DEFAULT_WORKLOADS = "append,bank-overwrite,bank,register,delete-insert,upsert,compaction"
+# A delta-spark run starts two JVMs and warms them up before its first op,
+# and its conformance matrix takes most of a half-hour qualification: fewer
+# workloads, chosen to cover appends, read-modify-writes and compaction.
+ENGINE_WORKLOADS = {"delta-spark": "append,bank,upsert,compaction"}
 # What a run costs besides its time limit: its start, its check, its stop.
 RUN_OVERHEAD_S = 8.0
+ENGINE_RUN_OVERHEAD_S = {"delta-spark": 30.0}
 MIN_RUN_S = 3.0
+# delta-spark's whole matrix takes 10-25 minutes per release here (two JVMs,
+# a commit a second): by default its qualification runs the cells of the
+# unpartitioned layouts, with and without deletion vectors, at the level it
+# accepts (every op pair, 128 cells); `--cells .` runs them all.
+ENGINE_CELLS = {"delta-spark": r"^unpartitioned(\+dv)?/Serializable/"}
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
@@ -33,14 +43,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         default=600.0,
         help="seconds for the workload part, shared by its runs on both sides (default 600)",
     )
-    q.add_argument("--workloads", default=DEFAULT_WORKLOADS, help=f"comma-separated (default {DEFAULT_WORKLOADS})")
+    q.add_argument(
+        "--workloads",
+        default=None,
+        help=f"comma-separated (default {DEFAULT_WORKLOADS}; for delta-spark {ENGINE_WORKLOADS['delta-spark']})",
+    )
     q.add_argument(
         "--nemesis", default="kill", help="the faults of the workload runs with faults, or none (default kill)"
     )
     q.add_argument("--storage", default="local", help="storage of the workload runs (default local)")
     q.add_argument("--isolation", default="Serializable", help="levels of the workload runs, comma-separated")
     q.add_argument("--concurrency", type=positive(int), default=4, help="client workers per run (default 4)")
-    q.add_argument("--cells", default=None, help="only the conformance cells whose id matches this regular expression")
+    q.add_argument(
+        "--cells",
+        default=None,
+        help="only the conformance cells whose id matches this regular expression (default all; for delta-spark "
+        f"{ENGINE_CELLS['delta-spark']!r}, '.' for all)",
+    )
     q.add_argument("--no-conformance", action="store_true", help="the workload part only")
     q.add_argument("--jobs", type=positive(int), default=1, help="conformance workers and runs at once (default 1)")
     q.add_argument("--seed", type=int, default=1, help="seed of every workload run, the same on both sides")
@@ -96,7 +115,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     ]
     if args.baseline == args.candidate:
         raise HarnessError(f"--baseline and --candidate are both {args.baseline}")
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()] if args.workloads != "none" else []
+    chosen = args.workloads or ENGINE_WORKLOADS.get(args.engine, DEFAULT_WORKLOADS)
+    workloads = [w.strip() for w in chosen.split(",") if w.strip()] if chosen != "none" else []
     bad = [w for w in workloads if w not in WORKLOAD_NAMES]
     if bad:
         raise HarnessError(f"unknown workload {bad[0]!r}; valid: {', '.join(WORKLOAD_NAMES)}")
@@ -108,12 +128,15 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     faults = [] if args.nemesis == "none" else parse_nemeses(args.nemesis)
     variants = ("", ",".join(faults)) if faults else ("",)
     runs = 2 * len(workloads) * len(variants) * len(levels)
-    time_limit = args.time_budget / runs - RUN_OVERHEAD_S if runs else 0.0
+    overhead = ENGINE_RUN_OVERHEAD_S.get(args.engine, RUN_OVERHEAD_S)
+    time_limit = args.time_budget / runs - overhead if runs else 0.0
     if runs and time_limit < MIN_RUN_S:
-        need = runs * (MIN_RUN_S + RUN_OVERHEAD_S)
+        need = runs * (MIN_RUN_S + overhead)
         raise HarnessError(
             f"--time-budget {args.time_budget:g} s is too short for {runs} runs: give {need:.0f} s or more"
         )
+    cells = args.cells if args.cells is not None else ENGINE_CELLS.get(args.engine)
+    scope = _scope(cells, args.no_conformance, workloads, variants, time_limit, args.storage)
     target = junit.check_target(args.junit_xml)
     root = results_root(args.results_dir) / f"qualify-{args.engine}-{args.baseline}-vs-{args.candidate}" / _stamp()
     progress = None if args.no_progress else print_progress
@@ -127,7 +150,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
                 run_conformance(
                     str(er),
                     root / label / "conformance",
-                    args.cells,
+                    cells,
                     jobs=args.jobs,
                     verbose=False,
                     show_progress=progress is not None,
@@ -157,4 +180,26 @@ def cmd_qualify(args: argparse.Namespace) -> int:
             title=f"{args.engine} {args.candidate} against {args.baseline}",
             seconds=time.monotonic() - t0,
             rec=rec,
+            scope=scope,
         )
+
+
+def _scope(
+    cells: str | None, no_conformance: bool, workloads: list[str], variants: tuple[str, ...], limit: float, storage: str
+) -> str:
+    """What both sides ran, for the pages' header."""
+    from harness.matrices.conformance import cells as C
+    from harness.matrices.conformance.matrix import select
+
+    parts = []
+    if not no_conformance:
+        total = len(C.all_cells())
+        chosen = len(select(C.all_cells(), cells))
+        parts.append(
+            f"conformance: {chosen} of {total} cells"
+            + (f" (ids matching {cells!r}; --cells . runs them all)" if chosen < total else "")
+        )
+    if workloads:
+        faults = " and ".join(v or "no faults" for v in variants)
+        parts.append(f"workloads: {', '.join(workloads)}, each with {faults}, {limit:.0f} s per run on {storage}")
+    return "; ".join(parts)

@@ -12,7 +12,7 @@ from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngin
 from harness.engines.releases import EngineRelease, parse_engine_release
 from harness.engines.remote import CAPABILITIES as SPARK_CONNECT_CAPABILITIES
 from harness.engines.remote import SparkConnectRemoteEngine
-from harness.engines.sail import SAIL_CAPABILITIES, SailEngine
+from harness.engines.sail import SailEngine, installed_capabilities
 from harness.engines.spark import DeltaSparkClient, SparkConnectClient
 
 ENGINE_NAMES = ("delta-spark", "sail", "delta-rs", "spark-connect")
@@ -48,7 +48,7 @@ def make_engine(name: str, release: str | None = None, **options: Any) -> Engine
         opts = {k: v for k, v in options.items() if k in ("log_store", "jar_dir", "progress")}
         return DeltaSparkEngine(**opts, release=release)
     if name == "sail":
-        return SailEngine()
+        return SailEngine(release, progress=options.get("progress"))
     if name == "delta-rs":
         return DeltaRsEngine(release, progress=options.get("progress"))
     if name == "spark-connect":
@@ -60,7 +60,7 @@ def make_client(config: ClientConfig) -> EngineClient:
     if config.engine == "delta-spark":
         return DeltaSparkClient(config, "delta-spark", DELTA_SPARK_CAPABILITIES)
     if config.engine == "sail":
-        return SparkConnectClient(config, "sail", SAIL_CAPABILITIES)
+        return SparkConnectClient(config, "sail", installed_capabilities())
     if config.engine == "delta-rs":
         return DeltaRsClient(config)
     if config.engine == "spark-connect":

@@ -19,7 +19,7 @@ from harness.engines.envs import EnvRequest
 # The package each engine's release is the release of.
 PACKAGES = {"delta-rs": "deltalake", "sail": "pysail", "delta-spark": "delta-spark", "spark-connect": "pyspark"}
 # Engines whose release can be chosen; the others run their pinned release.
-SELECTABLE = ("delta-rs", "delta-spark")
+SELECTABLE = ("delta-rs", "delta-spark", "sail")
 _RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?([a-z]+\d*)?$")
 
 # deltalake's releases and the pyarrow they accept (their own bounds: 0.10-0.12
@@ -50,8 +50,17 @@ _DELTA_SPARK_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
 # log reader and the process tools. None of it is on the engine's path (the
 # engine is the JVM).
 _SPARK_WORKER_LIBS = ("boto3", "networkx", "psutil")
-OLDEST = {"delta-rs": DELTARS_OLDEST, "delta-spark": DELTA_SPARK_OLDEST}
-NEWEST_SERIES = {"delta-spark": (4, 0)}
+# pysail's releases: Delta tables from 0.3 (0.1-0.2 have no Delta at all).
+# Before 0.7 the Spark Connect client is pyspark 3.5's: pyspark 4.0 cannot
+# read those servers' DML results (a uint64 row count, after the commit); 0.7
+# speaks pyspark 4.0's protocol. pyspark 3.5 wants numpy < 2, so pyarrow 17.
+SAIL_OLDEST = "0.3.0"
+_SAIL_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
+    ((0, 7, 0), "3.5.4", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
+    ((0, 8, 0), "4.0.1", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
+)
+OLDEST = {"delta-rs": DELTARS_OLDEST, "delta-spark": DELTA_SPARK_OLDEST, "sail": SAIL_OLDEST}
+NEWEST_SERIES = {"delta-spark": (4, 0), "sail": (0, 7)}
 
 
 @dataclass(frozen=True)
@@ -108,5 +117,11 @@ def env_request(er: EngineRelease) -> EnvRequest:
             er.name,
             er.release,
             (f"delta-spark=={er.release}", f"pyspark[connect]=={spark}", *libs, *_SPARK_WORKER_LIBS),
+        )
+    if er.name == "sail":
+        v = parse_release(er.release)
+        spark, libs = next((spark, libs) for below, spark, libs in _SAIL_LIBS if v < below)
+        return EnvRequest(
+            er.name, er.release, (f"pysail=={er.release}", f"pyspark[connect]=={spark}", *libs, *_SPARK_WORKER_LIBS)
         )
     raise HarnessError(f"no environment recipe for {er}")

@@ -1,14 +1,27 @@
-"""Sail: a Spark Connect server in Rust (pysail), one server process per node."""
+"""Sail: a Spark Connect server in Rust (pysail), one server process per node.
+
+A release other than the pinned one (`--engine sail==0.6.6`) runs its server
+and its Spark Connect client from an environment of its own
+(harness.engines.envs). What each release can do is one table, `SINCE`,
+found by running each series' last release: Delta tables from 0.3, DELETE
+from 0.5 (0.3-0.4 reject a BIGINT column compared with an integer literal,
+the form every workload's predicate takes), MERGE and ALTER TABLE SET
+TBLPROPERTIES from 0.6, UPDATE from 0.7.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.capacity import Load, MiB
 from harness.core.procs import ManagedProcess, venv_bin
 from harness.core.storage import Storage
 from harness.engines.base import Capabilities, ClientConfig, Node
+from harness.engines.envs import ReleaseEnv, ensure
+from harness.engines.releases import EngineRelease, env_request, parse_release
 from harness.engines.servers import ServerEngine
 
 SAIL_CAPABILITIES = Capabilities(
@@ -38,9 +51,49 @@ SAIL_CAPABILITIES = Capabilities(
 )
 
 
+# The first release of each op the pinned release has (ops not named: 0.3).
+SINCE: dict[str, tuple[int, int]] = {
+    "delete": (0, 5),
+    "merge": (0, 6),
+    "set-properties": (0, 6),
+    "update": (0, 7),
+}
+
+
+def capabilities_of(release: str | None) -> Capabilities:
+    """The pinned release's capabilities, narrowed to what `release` has."""
+    if release is None:
+        return SAIL_CAPABILITIES
+    v = parse_release(release)[:2]
+    ops = frozenset(op for op in SAIL_CAPABILITIES.ops if v >= SINCE.get(op, (0, 3)))
+    missing = sorted(SAIL_CAPABILITIES.ops - ops)
+    notes = SAIL_CAPABILITIES.notes + (f"; sail {release} lacks {', '.join(missing)}" if missing else "")
+    return dataclasses.replace(SAIL_CAPABILITIES, ops=ops, notes=notes)
+
+
+def installed_capabilities() -> Capabilities:
+    """Where a client runs: the capabilities of the pysail installed there
+    (the harness's own, or a release's environment)."""
+    from importlib.metadata import version
+
+    return capabilities_of(version("pysail"))
+
+
 class SailEngine(ServerEngine):
     name = "sail"
     capabilities = SAIL_CAPABILITIES
+
+    def __init__(self, release: str | None = None, progress: Callable[[str], None] | None = None) -> None:
+        super().__init__()
+        self.release = release
+        self.progress = progress
+        self.env: ReleaseEnv | None = None
+        if release is not None:
+            self.capabilities = capabilities_of(release)
+
+    def prepare(self) -> None:
+        if self.release is not None and self.env is None:
+            self.env = ensure(env_request(EngineRelease(self.name, self.release)), self.progress)
 
     def _spawn(self, name: str, storage: Storage, log: Path, extra_env: dict[str, str] | None = None) -> ManagedProcess:
         # One storage identity per node: a Sail server holds one set of
@@ -51,9 +104,11 @@ class SailEngine(ServerEngine):
             "RUST_LOG": os.environ.get("RUST_LOG", "info"),
             **(extra_env or {}),
         }
+        self.prepare()
+        sail = self.env.bin("sail") if self.env is not None else venv_bin("sail")
         return ManagedProcess(
             f"sail-{name}",
-            [venv_bin("sail"), "spark", "server", "--ip", "127.0.0.1", "--port", "0"],
+            [sail, "spark", "server", "--ip", "127.0.0.1", "--port", "0"],
             log,
             env=env,
         ).start()
@@ -70,10 +125,20 @@ class SailEngine(ServerEngine):
         self, node: Node, process: int | str, storage: Storage, table_uri: str, timeout: float
     ) -> ClientConfig:
         return ClientConfig(
-            engine=self.name, node=node.name, process=process, table_uri=table_uri, url=node.url, timeout=timeout
+            engine=self.name,
+            node=node.name,
+            process=process,
+            table_uri=table_uri,
+            url=node.url,
+            timeout=timeout,
+            python=self.env.python if self.env is not None else None,
         )
 
     def versions(self) -> dict[str, str]:
         from importlib.metadata import version
 
+        if self.release is not None:
+            self.prepare()
+            assert self.env is not None
+            return {"pysail": self.env.resolved["pysail"], "pyspark": self.env.resolved["pyspark"]}
         return {"pysail": version("pysail"), "pyspark": version("pyspark")}

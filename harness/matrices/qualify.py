@@ -270,6 +270,8 @@ def render_markdown(rows: list[Row], meta: dict[str, Any]) -> str:
         + (f" Wall time {meta['seconds']:.0f} s." if meta.get("seconds") else ""),
         "",
     ]
+    if meta.get("scope"):
+        lines += [f"Ran on each side: {meta['scope']}.", ""]
     for change in ORDER:
         group = [r for r in rows if r.change == change]
         if not group:
@@ -349,7 +351,9 @@ def render_html(rows: list[Row], meta: dict[str, Any]) -> str:
     took = f" &middot; wall time {meta['seconds']:.0f} s" if meta.get("seconds") else ""
     html_body = (
         f"<header><h1>{esc(meta['title'])}</h1>"
-        f'<div class="muted">{len(rows)} rows: {summary}{took}</div></header><main>{"".join(sections)}</main>'
+        f'<div class="muted">{len(rows)} rows: {summary}{took}</div>'
+        + (f'<div class="muted">Ran on each side: {esc(meta["scope"])}.</div>' if meta.get("scope") else "")
+        + f"</header><main>{''.join(sections)}</main>"
     )
     return page(str(meta["title"]), html_body, _CSS)
 
@@ -369,8 +373,10 @@ def compare_dirs(
     title: str | None = None,
     seconds: float | None = None,
     rec: junit.Recorder | None = None,
+    scope: str | None = None,
 ) -> int:
-    """Compare two stored folders into `out`; the exit code."""
+    """Compare two stored folders into `out`; the exit code. `scope`: what
+    both sides ran, said at the top of the pages."""
     sa, sb = Stored.load(a), Stored.load(b)
     rows = compare(sa, sb, out)
     meta = {
@@ -380,6 +386,7 @@ def compare_dirs(
         "baseline_dir": str(a),
         "candidate_dir": str(b),
         "seconds": seconds,
+        "scope": scope,
     }
     write_pages(out, rows, meta)
     if rec is not None:

@@ -83,6 +83,8 @@ def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False, con
         raise NotReplayable(
             f"replay controls {', '.join(REPLAYABLE_ENGINES)} so far; a {schedule.engine} run cannot be replayed yet"
         )
+    if er.release is not None and er.name != "delta-rs":
+        raise NotReplayable(f"{er}: a schedule replays on a release other than the pinned one for delta-rs only so far")
     if er.release is not None and schedule.fault:
         raise NotReplayable(f"a replay of {er} re-applies no storage fault yet (only the pinned release does)")
     t0 = time.monotonic()

@@ -43,13 +43,13 @@ class Backend(Protocol):
 
 def backend(engine: str) -> Backend:
     """`engine`: a name, or name==release where the backend starts servers
-    of that release (delta-spark); a client library's release is the one
-    installed where the worker runs."""
+    of that release (delta-spark, Sail); a client library's release is the
+    one installed where the worker runs."""
     name, _, release = engine.partition("==")
     if name not in BACKENDS:
         raise ValueError(f"no conformance backend for engine {engine!r}")
     cls = load_object(BACKENDS[name], "conformance backend")
-    if release and name == "delta-spark":
+    if release and name in ("delta-spark", "sail"):
         return cls(release)  # type: ignore[operator,no-any-return]
     return cls()  # type: ignore[operator,no-any-return]
 

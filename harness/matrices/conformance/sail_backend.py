@@ -41,9 +41,9 @@ LOSER = "n2"
 class SailBackend:
     default_isolation = SAIL_CAPABILITIES.default_isolation
 
-    def __init__(self) -> None:
+    def __init__(self, release: str | None = None) -> None:
         self.storage: Any = None
-        self.engine = SailEngine()
+        self.engine = SailEngine(release)
 
     def _start(self, run_dir: Path) -> None:
         """moto, the proxy and two Sail servers; their logs under run_dir/logs/."""
@@ -70,18 +70,20 @@ class SailBackend:
 
     def _client(self, node: str, uri: str) -> SparkConnectClient:
         cfg = self.engine.client_config(self.nodes[node], node, self.storage, uri, 30.0)
-        c = SparkConnectClient(cfg, "sail", SAIL_CAPABILITIES)
+        c = SparkConnectClient(cfg, "sail", self.engine.capabilities)
         c.open()
         return c
 
     def run_cell(self, cell: C.Cell, root: Path) -> Observation:
         t0 = time.monotonic()
-        missing = [k for k in (cell.winner, cell.loser) if C.PRIMITIVES[k] not in SAIL_CAPABILITIES.ops]
+        ops = self.engine.capabilities.ops
+        missing = [k for k in (cell.winner, cell.loser) if C.PRIMITIVES[k] not in ops]
         if missing:
+            release = f"=={self.engine.release}" if self.engine.release else ""
             r = TxnResult(
                 UNSUPPORTED,
                 ErrorClass.UNSUPPORTED.value,
-                f"sail has no {', '.join(sorted({C.PRIMITIVES[k] for k in missing}))} (capabilities)",
+                f"sail{release} has no {', '.join(sorted({C.PRIMITIVES[k] for k in missing}))} (capabilities)",
             )
             other = TxnResult(NOT_RUN)
             return Observation(r if cell.winner in missing else other, r if cell.loser in missing else other, True)
