@@ -176,6 +176,9 @@ def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regr
     keys = {r["key"]: r["change"] for r in doc["rows"]}
     assert keys["unpartitioned/Serializable/update>update"] == UNCHANGED  # unsupported on both
     assert "junit" not in proc.stderr and junit_path.read_text().count("<testcase") == len(doc["rows"])
+    # The pages say what each side ran.
+    assert doc["scope"].startswith("conformance: 2 of 796 cells (ids matching")
+    assert "workloads: bank-overwrite, each with no faults" in (root / "qualify.md").read_text()
     _is_the_missing_conflict_check(root / "baseline" / "matrix", fixed[0]["baseline"])
     _conflicts_instead(root / "candidate" / "matrix")
 

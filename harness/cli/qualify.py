@@ -13,8 +13,9 @@ from harness.core.errors import HarnessError
 
 DEFAULT_WORKLOADS = "append,bank-overwrite,bank,register,delete-insert,upsert,compaction"
 # A delta-spark run starts two JVMs and warms them up before its first op,
-# and its conformance matrix takes most of a half-hour qualification: fewer
-# workloads, chosen to cover appends, read-modify-writes and compaction.
+# and its conformance cells take a third of a half-hour qualification: fewer
+# workloads, chosen to cover blind appends, read-modify-writes by UPDATE and
+# by MERGE, and compaction.
 ENGINE_WORKLOADS = {"delta-spark": "append,bank,upsert,compaction"}
 # What a run costs besides its time limit: its start, its check, its stop.
 RUN_OVERHEAD_S = 8.0

@@ -64,16 +64,22 @@ class SparkConnectClient(EngineClient):
 
         assert self.config.url, "a Spark Connect client needs sc://host:port"
 
-        # create(), not getOrCreate(): every client must have its own session.
-        self.spark = SparkSession.builder.remote(self.config.url).create()
         # PySpark's default retries an unavailable server for ~10 minutes; a
         # dead node must surface fast (as an indeterminate op) instead.
         policy = {"max_retries": 3, "initial_backoff": 50, "max_backoff": 1000, "jitter": 0}
         try:
             from pyspark.sql.connect.client.retries import DefaultPolicy
-        except ImportError:  # pyspark 3.5 (delta-spark 3.x): one policy, a dict
+        except ImportError:  # pyspark 3.5 (delta-spark 3.x, Sail before 0.7): one policy, a dict
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            # Its builder's create() sends each option (spark.remote too) to
+            # the server under the default policy, minutes against a node
+            # that is down: the session alone, its policy set before any call.
+            self.spark = ConnectSession(connection=self.config.url)
             self.spark.client._retry_policy.update(policy)
         else:
+            # create(), not getOrCreate(): every client must have its own session.
+            self.spark = SparkSession.builder.remote(self.config.url).create()
             self.spark.client.set_retry_policies([DefaultPolicy(**policy)])
 
     def close(self) -> None:
