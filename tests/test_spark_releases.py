@@ -16,8 +16,9 @@ from tests.conftest import REPO, run_cli
 pytestmark = pytest.mark.integration
 
 
-def _run_dir(stdout: str) -> Path:
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("run: "))
+def _run_dir(out: str) -> Path:
+    """The run folder named by the run's first line (on stderr)."""
+    line = next(ln for ln in out.splitlines() if ln.startswith("run: "))
     return REPO / line.split()[1]
 
 
@@ -61,7 +62,7 @@ def test_a_delta_spark_3_3_run_and_conformance_cell_are_judged(tmp_path: Path) -
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "verdict: VALID" in out.stdout
-    spec = json.loads((_run_dir(out.stdout) / "spec.json").read_text())
+    spec = json.loads((_run_dir(out.stderr) / "spec.json").read_text())
     assert spec["versions"]["delta-spark"] == "3.3.2" and spec["versions"]["pyspark"] == "3.5.4"
     # One cell on S3 behind the fault proxy, the loser's existence check held
     # until the winner committed: conflict detection of 3.3.2 judged.
@@ -91,5 +92,91 @@ def test_an_older_sail_runs_with_the_ops_it_has(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     # 0.6 has no UPDATE: every transfer is reported unsupported, never a crash.
     assert "not tested, the engine cannot run them" in out.stdout and "transfer x" in out.stdout
-    spec = json.loads((_run_dir(out.stdout) / "spec.json").read_text())
+    spec = json.loads((_run_dir(out.stderr) / "spec.json").read_text())
     assert spec["versions"]["pysail"] == "0.6.6" and spec["versions"]["pyspark"] == "3.5.4"
+
+
+# By-hand checks of what older Sail releases were found doing in runs, each a
+# few lines against one server of the release alone (soak: not in CI).
+_DELETE_RACE = """
+import sys, threading
+from pyspark.sql.connect.session import SparkSession
+url, loc = sys.argv[1], sys.argv[2]
+s0 = SparkSession(connection=url)
+s0.sql(f"CREATE TABLE t (id BIGINT, k BIGINT) USING delta LOCATION '{loc}'").collect()
+s0.sql("INSERT INTO t VALUES " + ", ".join(f"({k}, {k})" for k in range(8))).collect()
+def writer(k):
+    s = SparkSession(connection=url)
+    s.sql(f"CREATE TABLE IF NOT EXISTS t USING delta LOCATION '{loc}'").collect()
+    for _ in range(15):
+        try:  # the row goes back only where its DELETE committed
+            s.sql(f"DELETE FROM t WHERE k = CAST({k} AS BIGINT)").collect()
+            s.sql(f"INSERT INTO t VALUES ({k}, {k})").collect()
+        except Exception:
+            pass
+ts = [threading.Thread(target=writer, args=(k,)) for k in (1, 2)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(sorted(r[0] for r in s0.sql("SELECT id FROM t GROUP BY id HAVING count(*) > 1").collect()))
+import os; os._exit(0)
+"""
+_MERGE_RACE = """
+import sys, threading
+from pyspark.sql.connect.session import SparkSession
+url, loc = sys.argv[1], sys.argv[2]
+s0 = SparkSession(connection=url)
+s0.sql(f"CREATE TABLE t (k BIGINT, v BIGINT) USING delta LOCATION '{loc}'").collect()
+s0.sql("INSERT INTO t VALUES " + ", ".join(f"({k}, 0)" for k in range(4))).collect()
+def writer():
+    s = SparkSession(connection=url)
+    s.sql(f"CREATE TABLE IF NOT EXISTS t USING delta LOCATION '{loc}'").collect()
+    for i in range(40):
+        try:
+            s.sql(f"MERGE INTO t USING (SELECT * FROM VALUES ({i % 4}, {i}) AS src(k, v)) s ON t.k = s.k "
+                  "WHEN MATCHED THEN UPDATE SET v = s.v "
+                  "WHEN NOT MATCHED THEN INSERT (k, v) VALUES (s.k, s.v)").collect()
+        except Exception:
+            pass
+ts = [threading.Thread(target=writer) for _ in range(2)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(sorted(r[0] for r in s0.sql("SELECT k FROM t GROUP BY k HAVING count(*) > 1").collect()))
+import os; os._exit(0)
+"""
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize(
+    "release,script,dirty",
+    [
+        # 0.5.3: two DELETEs of different rows of one file both commit, each
+        # writing back the file's other rows: rows no statement touched repeat.
+        ("0.5.3", _DELETE_RACE, True),
+        ("0.6.6", _DELETE_RACE, False),
+        # 0.6.6: two MERGEs of one key both commit, the later removing nothing.
+        ("0.6.6", _MERGE_RACE, True),
+        ("0.7.2", _MERGE_RACE, False),
+    ],
+)
+def test_concurrent_writers_on_older_sail_releases(tmp_path: Path, release: str, script: str, dirty: bool) -> None:
+    import subprocess
+
+    from harness.core.procs import foreign_python
+    from harness.engines.sail import SailEngine
+    from harness.run.storage import LocalStorage
+
+    engine = SailEngine(release)
+    (node,) = engine.start_nodes(1, LocalStorage(tmp_path / "tables"), tmp_path / "logs", 120)
+    seen = []
+    try:
+        assert engine.env is not None
+        # A race: up to five rounds, each on a fresh table, until one shows it.
+        for i in range(5):
+            argv, env = foreign_python(
+                engine.env.python, ["python", "-c", script, node.url or "", str(tmp_path / f"t{i}")]
+            )
+            out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+            seen.append(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-500:])
+            if seen[-1] != "[]":
+                break
+    finally:
+        engine.stop_nodes()
+    assert (seen[-1] != "[]") == dirty, seen
