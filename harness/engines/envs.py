@@ -195,7 +195,19 @@ def ensure(req: EnvRequest, progress: Callable[[str], None] | None = None) -> Re
     env = _load(final)
     assert env is not None
     keep_within_limit(protect=final)
+    _prune_uv_cache()
     return env
+
+
+def _prune_uv_cache() -> None:
+    """uv keeps every wheel it built or fetched (a pyspark build is some
+    300 MB): what no environment links any more goes, so that the cache's
+    limit bounds the disk the builds take, not only the environments."""
+    log = cache_root() / ".uv-prune.log"
+    try:
+        ManagedProcess("uv", [venv_bin("uv"), "cache", "prune"], log).run(BUILD_TIMEOUT_S, "pruning uv's cache")
+    except HarnessError:
+        pass  # a cache left as it was is only a larger one
 
 
 def _installed(path: Path) -> dict[str, str]:

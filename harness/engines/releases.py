@@ -50,11 +50,12 @@ _DELTA_SPARK_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
 # log reader and the process tools. None of it is on the engine's path (the
 # engine is the JVM).
 _SPARK_WORKER_LIBS = ("boto3", "networkx", "psutil")
-# pysail's releases: Delta tables from 0.3 (0.1-0.2 have no Delta at all).
+# pysail's releases: Delta tables from 0.3.2 (0.3.0 and 0.3.1 refuse the
+# format, 0.1-0.2 have no Delta at all).
 # Before 0.7 the Spark Connect client is pyspark 3.5's: pyspark 4.0 cannot
 # read those servers' DML results (a uint64 row count, after the commit); 0.7
 # speaks pyspark 4.0's protocol. pyspark 3.5 wants numpy < 2, so pyarrow 17.
-SAIL_OLDEST = "0.3.0"
+SAIL_OLDEST = "0.3.2"
 _SAIL_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
     ((0, 7, 0), "3.5.4", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
     ((0, 8, 0), "4.0.1", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),

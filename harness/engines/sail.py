@@ -3,7 +3,7 @@
 A release other than the pinned one (`--engine sail==0.6.6`) runs its server
 and its Spark Connect client from an environment of its own
 (harness.engines.envs). What each release can do is one table, `SINCE`,
-found by running each series' last release: Delta tables from 0.3, DELETE
+found by running each series' last release: Delta tables from 0.3.2, DELETE
 from 0.5 (0.3-0.4 reject a BIGINT column compared with an integer literal,
 the form every workload's predicate takes), MERGE and ALTER TABLE SET
 TBLPROPERTIES from 0.6, UPDATE from 0.7.
