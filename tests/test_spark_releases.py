@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -16,10 +17,26 @@ from tests.conftest import REPO, run_cli
 pytestmark = pytest.mark.integration
 
 
-def _run_dir(out: str) -> Path:
-    """The run folder named by the run's first line (on stderr)."""
-    line = next(ln for ln in out.splitlines() if ln.startswith("run: "))
-    return REPO / line.split()[1]
+def _local_run(engine: str, workload: str, seconds: int, results: Path) -> tuple[str, dict[str, Any]]:
+    """A short run on a local directory; its stdout and spec.json (the run
+    folder is named by the run's first line, on stderr)."""
+    out = run_cli(
+        "run",
+        "--engine",
+        engine,
+        "--workload",
+        workload,
+        "--storage",
+        "local",
+        "--time-limit",
+        str(seconds),
+        "--results-dir",
+        str(results),
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    line = next(ln for ln in out.stderr.splitlines() if ln.startswith("run: "))
+    return out.stdout, json.loads((REPO / line.split()[1] / "spec.json").read_text())
 
 
 def test_delta_spark_3_3_runs_its_own_spark_on_loopback_only(tmp_path: Path) -> None:
@@ -46,23 +63,8 @@ def test_delta_spark_3_3_runs_its_own_spark_on_loopback_only(tmp_path: Path) -> 
 
 
 def test_a_delta_spark_3_3_run_and_conformance_cell_are_judged(tmp_path: Path) -> None:
-    out = run_cli(
-        "run",
-        "--engine",
-        "delta-spark==3.3.2",
-        "--workload",
-        "list-append",
-        "--storage",
-        "local",
-        "--time-limit",
-        "8",
-        "--results-dir",
-        str(tmp_path),
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "verdict: VALID" in out.stdout
-    spec = json.loads((_run_dir(out.stderr) / "spec.json").read_text())
+    stdout, spec = _local_run("delta-spark==3.3.2", "list-append", 8, tmp_path)
+    assert "verdict: VALID" in stdout
     assert spec["versions"]["delta-spark"] == "3.3.2" and spec["versions"]["pyspark"] == "3.5.4"
     # One cell on S3 behind the fault proxy, the loser's existence check held
     # until the winner committed: conflict detection of 3.3.2 judged.
@@ -75,24 +77,9 @@ def test_a_delta_spark_3_3_run_and_conformance_cell_are_judged(tmp_path: Path) -
 
 
 def test_an_older_sail_runs_with_the_ops_it_has(tmp_path: Path) -> None:
-    out = run_cli(
-        "run",
-        "--engine",
-        "sail==0.6.6",
-        "--workload",
-        "bank",
-        "--storage",
-        "local",
-        "--time-limit",
-        "5",
-        "--results-dir",
-        str(tmp_path),
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    stdout, spec = _local_run("sail==0.6.6", "bank", 5, tmp_path)
     # 0.6 has no UPDATE: every transfer is reported unsupported, never a crash.
-    assert "not tested, the engine cannot run them" in out.stdout and "transfer x" in out.stdout
-    spec = json.loads((_run_dir(out.stderr) / "spec.json").read_text())
+    assert "not tested, the engine cannot run them" in stdout and "transfer x" in stdout
     assert spec["versions"]["pysail"] == "0.6.6" and spec["versions"]["pyspark"] == "3.5.4"
 
 

@@ -107,22 +107,13 @@ def parse_engine_release(entry: str, names: tuple[str, ...]) -> EngineRelease:
 def env_request(er: EngineRelease) -> EnvRequest:
     """The environment `er` runs in (er names a release)."""
     assert er.release is not None
+    v = parse_release(er.release)
+    package = f"{PACKAGES[er.name]}=={er.release}"
     if er.name == "delta-rs":
-        v = parse_release(er.release)
         libs = next(libs for below, libs in _DELTARS_LIBS if v < below)
-        return EnvRequest(er.name, er.release, (f"deltalake=={er.release}", *libs))
-    if er.name == "delta-spark":
-        v = parse_release(er.release)
-        spark, libs = next((spark, libs) for below, spark, libs in _DELTA_SPARK_LIBS if v < below)
-        return EnvRequest(
-            er.name,
-            er.release,
-            (f"delta-spark=={er.release}", f"pyspark[connect]=={spark}", *libs, *_SPARK_WORKER_LIBS),
-        )
-    if er.name == "sail":
-        v = parse_release(er.release)
-        spark, libs = next((spark, libs) for below, spark, libs in _SAIL_LIBS if v < below)
-        return EnvRequest(
-            er.name, er.release, (f"pysail=={er.release}", f"pyspark[connect]=={spark}", *libs, *_SPARK_WORKER_LIBS)
-        )
+        return EnvRequest(er.name, er.release, (package, *libs))
+    spark_rows = {"delta-spark": _DELTA_SPARK_LIBS, "sail": _SAIL_LIBS}.get(er.name)
+    if spark_rows is not None:
+        spark, libs = next((spark, libs) for below, spark, libs in spark_rows if v < below)
+        return EnvRequest(er.name, er.release, (package, f"pyspark[connect]=={spark}", *libs, *_SPARK_WORKER_LIBS))
     raise HarnessError(f"no environment recipe for {er}")
