@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, only_run_dir, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -81,6 +81,27 @@ def test_an_older_sail_runs_with_the_ops_it_has(tmp_path: Path) -> None:
     # 0.6 has no UPDATE: every transfer is reported unsupported, never a crash.
     assert "not tested, the engine cannot run them" in stdout and "transfer x" in stdout
     assert spec["versions"]["pysail"] == "0.6.6" and spec["versions"]["pyspark"] == "3.5.4"
+
+
+def test_an_older_sail_release_reproduces_its_lost_append(tmp_path: Path) -> None:
+    """A list-append run on Sail 0.6.6 loses appends (INSERT ... SELECTs of
+    one list both commit, as in the pinned release); `reproduce` replays the
+    pair on 0.6.6's own servers and client, through a worker in its
+    environment, and the script runs there too."""
+    flags = "--engine sail==0.6.6 --workload list-append --concurrency 4 --time-limit 6 --no-progress".split()
+    out = run_cli("run", *flags, "--results-dir", str(tmp_path / "results"), timeout=600)
+    run_dir = only_run_dir(tmp_path / "results")
+    assert out.returncode == 1 and "duplicate-position" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+
+    out = run_cli("reproduce", str(run_dir), "--anomaly", "duplicate-position", "--repeat", "2", timeout=900)
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "standalone script shows the anomaly" in out.stdout, out.stdout
+    (folder,) = (run_dir / "repro").iterdir()
+    outcome = json.loads((folder / "outcome.json").read_text())
+    assert outcome["reproduced_before_shrink"] == 2 and outcome["uncontrolled"] == 0
+    assert "pip install pysail==0.6.6 pyspark[connect]~=3.5.0" in (folder / "reproduce.py").read_text()
+    assert "- Engine: sail==0.6.6; versions: pysail 0.6.6, pyspark 3.5.4" in (folder / "REPORT.md").read_text()
+    assert "Spark Connect server on 127.0.0.1" in (folder / "servers" / "logs" / "sail-n1.log").read_text()
 
 
 # By-hand checks of what older Sail releases were found doing in runs, each a
@@ -167,3 +188,58 @@ def test_concurrent_writers_on_older_sail_releases(tmp_path: Path, release: str,
     finally:
         engine.stop_nodes()
     assert (seen[-1] != "[]") == dirty, seen
+
+
+def test_delta_spark_3_3_replays_a_store_race_and_a_held_commit(tmp_path: Path) -> None:
+    """delta-spark replays run in the release's environment, each transaction
+    held at the proxy where its commit begins. Two schedules of two blind
+    appends that both read version 1:
+    - as a store race leaves them (two drivers on the single-driver LogStore:
+      0.1 acknowledged version 2, then replaced by 1.1's PUT of it): the
+      existence check finds version 2 free, the PUT is held until 0.1 wrote
+      it, and overwrites it, so the acknowledged write is lost again;
+    - as the engine orders them: 1.1's existence check of version 2 is held
+      until 0.1 committed it, finds it, and delta-spark commits version 3
+      after its conflict check, having read version 1."""
+    from harness.deltalog import read_log
+    from harness.engines.releases import EngineRelease
+    from harness.repro.extract import op_versions
+    from harness.repro.replay import replay
+    from harness.repro.replay_worker import spark_controls
+    from harness.repro.schedule import Schedule, Txn
+    from workloads import make_workload
+
+    def schedule(second: Txn) -> Schedule:
+        version = 3 if second.commit_version else 2
+        first = Txn("1.1", "append", {"ids": [1001, 2001], "via": "dataframe"}, "ok", 1, commit_version=version)
+        return Schedule(
+            engine="delta-spark==3.3.2",
+            workload="append",
+            isolation=None,
+            table=make_workload("append", 1, None).table().to_json(),
+            declaration={"default_isolation": "Serializable"},
+            base_version=1,
+            setup=[[[1, "setup"]]],
+            txns=[first, second],
+            anomaly={
+                "checker": "durability",
+                "kind": "lost-write",
+                "claim": "C7",
+                "ops": ["0.1", "1.1"],
+                "versions": [],
+            },
+            seed=1,
+        )
+
+    second = {"f": "append", "value": {"ids": [1002, 2002], "via": "dataframe"}, "outcome": "ok", "read_version": 1}
+    raced = schedule(Txn("0.1", **second, lost_version=2))
+    ordered = schedule(Txn("0.1", **second, commit_version=2))
+    with spark_controls(EngineRelease("delta-spark", "3.3.2"), tmp_path / "servers") as controls:
+        lost = replay(raced, tmp_path / "raced", controls=controls)
+        kept = replay(ordered, tmp_path / "ordered", controls=controls)
+    assert lost.controlled and lost.reproduced, lost.to_json()
+    assert kept.controlled and not kept.reproduced and kept.verdict == "valid", kept.to_json()
+    log = read_log(str(tmp_path / "ordered" / "table"))
+    assert op_versions(log) == {"setup.2": 1, "0.1": 2, "1.1": 3} and log.commits[3].read_version == 1
+    commit = (tmp_path / "ordered" / "table" / "_delta_log" / f"{3:020d}.json").read_text()
+    assert '"engineInfo":"Apache-Spark/3.5.4 Delta-Lake/3.3.2"' in commit

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
+from harness.engines import ENGINE_NAMES
+from harness.engines.envs import ensure
+from harness.engines.releases import env_request, parse_engine_release
 from harness.matrices.conformance import cells as C
 from harness.matrices.conformance.matrix import run_cells
 from harness.matrices.conformance.rows import APP_ID, COLUMNS, SETUP, OpPlan, plans, table_spec
@@ -176,8 +179,12 @@ def reproduce_cell(conf_dir: Path, cell_id: str, repeat: int, log: Any = print) 
     outcome.schedule = cell_schedule(cell, row, engine, doc.get("versions") or {})
     text: str | None = None
     wp, lp = plans(cell)
-    if outcome.reproduced and engine == "sail":
+    er = parse_engine_release(engine, ENGINE_NAMES)
+    python = None
+    if outcome.reproduced and er.name == "sail":
         text = sail_cell_script(outcome.schedule, wp, lp, str(conf_dir))
+        # A release's script runs in its own environment, as its cells did.
+        python = ensure(env_request(er)).python if er.release is not None else None
     elif outcome.reproduced and engine == "delta-rs":
         calls = {wp.op_id: plan_calls(wp), lp.op_id: plan_calls(lp)}
         expect = {"must conflict": "fail", "cannot conflict": "commit"}.get(str(row.get("expected")))
@@ -186,7 +193,7 @@ def reproduce_cell(conf_dir: Path, cell_id: str, repeat: int, log: Any = print) 
         script = out / SCRIPT_NAME
         script.write_text(text)
         script.chmod(0o755)
-        outcome.script = run_script(script)
+        outcome.script = run_script(script, python)
     (out / "outcome.json").write_text(json.dumps(outcome.to_json(), indent=2, default=str))
     (out / REPORT_NAME).write_text(cell_report(outcome.to_json(), outcome.schedule, row))
     return outcome

@@ -7,9 +7,10 @@ taken and never refreshed, so its commit is checked by the engine against
 everything committed since. The replay is a run folder of its own (history,
 spec, table, results), so `delta-jepsen check` and report.html open it.
 
-delta-rs: its table objects are the snapshots. Sail refreshes its snapshot
-per statement, so the proxy pins and holds it (`sail_replay`). delta-spark
-is reported as not replayable yet, never as not reproducing.
+delta-rs: its table objects are the snapshots. Sail and delta-spark take a
+snapshot per statement, so the proxy holds (and for Sail pins) it
+(`connect_replay`; a release other than the pinned one replays in a worker
+in its own environment, `replay_worker`).
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from harness.engines.releases import parse_engine_release
 from harness.repro.deltars_events import run_events
 from harness.repro.extract import op_versions
 from harness.repro.release_replay import replay_in_release
-from harness.repro.sail_replay import run_sail_events
 from harness.repro.schedule import NotReplayable, Schedule
 from harness.run.storage import LocalStorage, open_storage
 from workloads import make_workload
 
-REPLAYABLE_ENGINES = ("delta-rs", "sail")
+REPLAYABLE_ENGINES = ("delta-rs", "sail", "delta-spark")
+CONNECT_ENGINES = ("sail", "delta-spark")
 
 
 @dataclass
@@ -75,16 +76,14 @@ def _matches(anomaly: dict[str, Any], target: dict[str, Any], replayed: set[str]
 
 
 def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False, controls: Any = None) -> Attempt:
-    """Run `schedule` once in `run_dir` (created; must not exist). A Sail
-    schedule runs on `controls` (a SailControls, shared by the replays of
-    one reproduce)."""
+    """Run `schedule` once in `run_dir` (created; must not exist). A Sail or
+    delta-spark schedule runs on `controls` (harness.repro.replay_worker.spark_controls,
+    shared by the replays of one reproduce)."""
     er = parse_engine_release(schedule.engine, ENGINE_NAMES)
     if er.name not in REPLAYABLE_ENGINES:
         raise NotReplayable(
             f"replay controls {', '.join(REPLAYABLE_ENGINES)} so far; a {schedule.engine} run cannot be replayed yet"
         )
-    if er.release is not None and er.name != "delta-rs":
-        raise NotReplayable(f"{er}: a schedule replays on a release other than the pinned one for delta-rs only so far")
     if er.release is not None and schedule.fault:
         raise NotReplayable(f"a replay of {er} re-applies no storage fault yet (only the pinned release does)")
     t0 = time.monotonic()
@@ -99,7 +98,7 @@ def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False, con
                 "spec": {
                     "workload": schedule.workload,
                     "engine": schedule.engine,
-                    "storage": "s3" if schedule.fault or schedule.engine == "sail" else "local",
+                    "storage": "s3" if schedule.fault or er.name in CONNECT_ENGINES else "local",
                 },
                 "table": schedule.table,
                 "checkers": [checker],
@@ -109,13 +108,13 @@ def replay(schedule: Schedule, run_dir: Path, *, write_report: bool = False, con
             indent=2,
         )
     )
-    if schedule.engine == "sail":
+    if er.name in CONNECT_ENGINES:
         if controls is None:
-            raise NotReplayable("a Sail replay needs its servers (SailControls)")
+            raise NotReplayable(f"a {er.name} replay needs its servers (harness.repro.replay_worker.spark_controls)")
         if schedule.fault:
-            raise NotReplayable("a Sail replay re-applies no storage fault yet")
-        uri, notes, outcomes, calls = run_sail_events(schedule, controls, table, workload, run_dir)
-        copy_table(uri, run_dir / "table", controls.storage.reader_options())
+            raise NotReplayable(f"a {er.name} replay re-applies no storage fault yet")
+        uri, notes, outcomes, calls = controls.replay(schedule, run_dir)
+        copy_table(uri, run_dir / "table", controls.reader_options())
     elif er.release is not None:
         notes, outcomes, calls, pinned = replay_in_release(er, schedule, run_dir)
         notes += _verify(str(run_dir / "table"), pinned)

@@ -17,10 +17,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.engines import ENGINE_NAMES
+from harness.engines.envs import ensure
+from harness.engines.releases import env_request, parse_engine_release
 from harness.repro.extract import AnomalyRef, extract
-from harness.repro.replay import Attempt, replay
+from harness.repro.replay import CONNECT_ENGINES, Attempt, replay
+from harness.repro.replay_worker import spark_controls
 from harness.repro.report import bug_report
-from harness.repro.sail_replay import SailControls
 from harness.repro.sail_script import sail_schedule_script
 from harness.repro.schedule import Schedule
 from harness.repro.shrink import Step, shrink_schedule
@@ -90,7 +93,8 @@ def reproduce(
         shutil.rmtree(out)
     out.mkdir(parents=True)
     with contextlib.ExitStack() as stack:
-        controls = stack.enter_context(SailControls(out / "servers")) if schedule.engine == "sail" else None
+        er = parse_engine_release(schedule.engine, ENGINE_NAMES)
+        controls = stack.enter_context(spark_controls(er, out / "servers")) if er.name in CONNECT_ENGINES else None
         outcome = _reproduce(schedule, ref, out, repeat, shrink, log, budget, partial(replay, controls=controls))
     _write(outcome, run_dir)
     return outcome
@@ -146,24 +150,32 @@ def _write(outcome: Outcome, run_dir: Path) -> None:
         # An op whose primitive call is not recorded (an overwrite computes
         # its rows in the worker) cannot be written out as a script.
         unrecorded = [t.op_id for t in outcome.shrunk.txns if t.f != "read" and not calls.get(t.op_id)]
+        er = parse_engine_release(outcome.shrunk.engine, ENGINE_NAMES)
+        # A delta-rs script calls the pinned release's API; a Sail script is
+        # SQL, and runs in the release's own environment.
         text = (
             deltars_script(outcome.shrunk, calls, str(run_dir))
             if outcome.shrunk.engine == "delta-rs" and not unrecorded
             else sail_schedule_script(outcome.shrunk, calls, str(run_dir))
-            if outcome.shrunk.engine == "sail"
+            if er.name == "sail"
             else None
         )
         if text is not None:
             script = out / SCRIPT_NAME
             script.write_text(text)
             script.chmod(0o755)
-            outcome.script = run_script(script)
+            outcome.script = run_script(script, ensure(env_request(er)).python if er.release is not None else None)
+        elif er.release is not None and er.name == "delta-rs":
+            outcome.script_note = (
+                f"the standalone script calls the pinned deltalake's API; {er} has no standalone form yet "
+                "(the replays above ran in its own environment)"
+            )
         elif unrecorded and outcome.shrunk.engine == "delta-rs":
             outcome.script_note = (
                 f"{', '.join(unrecorded)} made no primitive call the replay could record (an overwrite computes "
                 "its rows in the worker), so the schedule has no standalone form"
             )
-        elif outcome.shrunk.engine == "sail":
+        elif er.name == "sail":
             outcome.script_note = (
                 "the Sail script orders two transactions in time (one SQL statement each, the later an "
                 "INSERT ... SELECT that took its snapshot before the other committed); this schedule is no such pair"

@@ -102,6 +102,9 @@ def sail_pair_script(
     # the same minor version as the run's pyspark.
     client = ".".join(schedule.engine_versions.get("pyspark", "").split(".")[:2] + ["0"])
     client = client if client != "0" else ""
+    # pyspark-client is published from Spark 4.0; before it, the client is
+    # pyspark with its connect extra.
+    client_pkg = "pyspark-client" if not client or int(client.split(".")[0]) >= 4 else "pyspark[connect]"
     a = schedule.anomaly
     level = schedule.isolation or level
     props = dict(table.properties)
@@ -113,7 +116,7 @@ def sail_pair_script(
             f"Sail{' ' + version if version else ''}, {level} isolation. Emitted by delta-jepsen `reproduce`"
             + (f" from {source.rsplit('/', 1)[-1]}" if source else "")
             + f". Needs only `pip install pysail{'==' + version if version else ''} "
-            + f"pyspark-client{'~=' + client if client else ''}`.",
+            + f"{client_pkg}{'~=' + client if client else ''}`.",
             "Run: python reproduce.py   (exit 1: the anomaly showed; 0: it did not; 3: the order did not take)",
             "",
             "Sail cannot pin a snapshot, so the order is made in time: the loser's",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import queue
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -31,7 +30,8 @@ from harness.check import junit
 from harness.core.errors import HarnessError
 from harness.core.history import FAIL, INFO, INVOKE, OK, ErrorClass, Event, History, OpError
 from harness.core.isolation import LEVELS as ISOLATION_LEVELS
-from harness.core.procs import ManagedProcess, foreign_python, python_argv
+from harness.core.lineworker import LineWorker, WorkerLost, WorkerNotReady
+from harness.core.procs import foreign_python, python_argv
 from harness.deltalog import read_log
 from harness.engines import make_engine
 from harness.engines.envs import ensure
@@ -300,10 +300,6 @@ def post_check(
 # -- the worker ------------------------------------------------------------------
 
 
-class WorkerNotReady(Exception):
-    pass
-
-
 class CellWorker:
     """A worker process running cells on one engine, with a per-cell timeout."""
 
@@ -312,13 +308,11 @@ class CellWorker:
         self.engine, self.logs, self.root, self.python = engine, logs, root, python
         self.default_isolation = "Serializable"
         self.reader_options: dict[str, str] | None = None
-        self.proc: ManagedProcess | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.worker: LineWorker | None = None
         self.starts = 0
 
     def _start(self) -> None:
         self.starts += 1
-        self.lines = queue.Queue()
         argv = python_argv(
             "harness.matrices.conformance.cell_worker",
             "--engine",
@@ -328,70 +322,31 @@ class CellWorker:
         env = None
         if self.python is not None:
             argv, env = foreign_python(self.python, argv)
-        self.proc = ManagedProcess(
-            f"conformance worker {self.starts}", argv, self.logs / f"worker-{self.starts}.log", env=env, pipes=True
-        ).start()
-        out, lines = self.proc.proc.stdout, self.lines  # type: ignore[union-attr]
-
-        def pump() -> None:
-            for raw in out:  # type: ignore[union-attr]
-                lines.put(raw.decode())
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            ready = self.lines.get(timeout=WORKER_START_TIMEOUT_S)
-        except queue.Empty:
-            self.stop()
-            raise WorkerNotReady(
-                f"the conformance worker did not start its nodes within "
-                f"{WORKER_START_TIMEOUT_S:.0f} s (see {self.logs})"
-            ) from None
-        hello = json.loads(ready) if ready is not None else {}
-        if not hello.get("ready"):
-            self.stop()
-            raise WorkerNotReady(f"the conformance worker died before it was ready (see {self.logs})")
+        self.worker = LineWorker("conformance worker", argv, self.logs / f"worker-{self.starts}.log", env=env)
+        hello = self.worker.start(WORKER_START_TIMEOUT_S, "start its nodes")
         self.default_isolation = hello.get("default_isolation", self.default_isolation)
         self.reader_options = hello.get("reader_options")
 
     def run(self, cell: C.Cell, root: Path, timeout: float) -> dict[str, Any]:
-        if self.proc is None or not self.proc.alive():
+        if self.worker is None or not self.worker.alive():
             try:
                 self._start()
             except WorkerNotReady as e:
                 return {"error": str(e)}
-        assert self.proc is not None and self.proc.proc is not None and self.proc.proc.stdin is not None
-        msg = json.dumps({"cell": cell.to_json(), "root": str(root)}) + "\n"
+        assert self.worker is not None
         try:
-            self.proc.proc.stdin.write(msg.encode())
-            self.proc.proc.stdin.flush()
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.stop()
-            return {"error": f"no result within {timeout:.0f} s (worker replaced)", "timeout": True}
-        except BrokenPipeError:
-            line = None
-        if line is None:
-            self.stop()
-            return {"error": "the worker died (see logs/worker-*.log)"}
-        return json.loads(line)
+            return self.worker.ask({"cell": cell.to_json(), "root": str(root)}, timeout)
+        except WorkerLost as e:
+            return {"error": str(e), **({"timeout": True} if e.timeout else {})}
 
     def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop(grace=2.0)
-            self.proc = None
+        if self.worker is not None:
+            self.worker.stop()
 
     def finish(self, timeout: float = FINISH_TIMEOUT_S) -> None:
-        """End of input: the worker closes its backend (its nodes stop and
-        remove their scratch dirs) and exits; stop() only if it does not."""
-        p = self.proc.proc if self.proc is not None else None
-        if p is not None and p.poll() is None and p.stdin is not None:
-            try:
-                p.stdin.close()
-                p.wait(timeout)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.stop()
+        """End of input: the worker closes its backend and exits."""
+        if self.worker is not None:
+            self.worker.finish(timeout)
 
 
 def _error_obs(text: str, timeout: bool = False) -> Observation:
