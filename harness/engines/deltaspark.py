@@ -302,6 +302,14 @@ class DeltaSparkEngine(ServerEngine):
             # commits, and how it detects conflicts, is the same.
             "spark.sql.codegen.wholeStage": "false",
             "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+            # A node that outlives hundreds of tables (a conformance worker
+            # makes a few per cell) keeps each table's DeltaLog and snapshot,
+            # with their plans, for an hour by default, and the plan text of
+            # its last 1000 statements: a 1 GiB heap filled after about 275
+            # cells (OutOfMemoryError). An evicted DeltaLog is read again
+            # from the log when its table is next used.
+            "spark.databricks.delta.delta.log.cacheSize": "32",
+            "spark.sql.ui.retainedExecutions": "50",
         }
         if storage.kind != "local":
             endpoint = storage.client_env("x")["AWS_ENDPOINT_URL"]

@@ -82,7 +82,7 @@ class ConnectControls:
         self.nodes: dict[str, Any] = {}
         self.tables = 0
 
-    def __enter__(self) -> SailControls:
+    def __enter__(self) -> ConnectControls:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -91,7 +91,8 @@ class ConnectControls:
     def ensure(self, n: int) -> None:
         if n > MAX_NODES:
             raise NotReplayable(
-                f"the schedule holds {n - 1} transactions at once; a Sail replay holds at most {MAX_NODES - 1}"
+                f"the schedule holds {n - 1} transactions at once; a {self.engine.name} replay holds at most "
+                f"{MAX_NODES - 1}"
             )
         if self.storage is None:
             (self.root / "logs").mkdir(parents=True, exist_ok=True)
