@@ -65,7 +65,7 @@ class LineWorker:
         if not hello.get("ready"):
             self.stop()
             raise WorkerNotReady(f"the {self.name} died before it was ready (see {self.log})")
-        return hello  # type: ignore[no-any-return]
+        return hello
 
     def ask(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request; its answer within `timeout` seconds, or
@@ -83,7 +83,7 @@ class LineWorker:
         if line is None:
             self.stop()
             raise WorkerLost(f"the worker died (see {self.log.parent}/{self.log.name})")
-        return json.loads(line)  # type: ignore[no-any-return]
+        return json.loads(line)
 
     def stop(self) -> None:
         if self.proc is not None:
