@@ -245,17 +245,24 @@ def checkers_page() -> str:
 
 def claims_page() -> str:
     from checkers.claims import CLAIMS
+    from harness.matrices.coverage import coverage
 
+    exercised = coverage()
     out = [
         "# The contract under test",
         "",
         "Each claim the checkers and the conformance matrix cite, by id (`checkers/claims.py`). "
-        "An anomaly names the claim it breaks.",
+        "An anomaly names the claim it breaks. Beside each claim, what exercises it: the anomaly kinds "
+        "that name it (by checker), the conformance cells whose expectation cites it, or the checks that "
+        "judge it through narrower claims; or why nothing does (`harness/matrices/coverage.py`).",
         "",
-        "| claim | what it says |",
-        "|---|---|",
+        "| claim | what it says | exercised by |",
+        "|---|---|---|",
     ]
-    out += [f"| <span id='{cid}'></span>**{cid}** | {_cell(text)} |" for cid, text in CLAIMS.items()]
+    out += [
+        f"| <span id='{cid}'></span>**{cid}** | {_cell(text)} | {_cell(exercised[cid])} |"
+        for cid, text in CLAIMS.items()
+    ]
     return "\n".join(out) + "\n"
 
 
