@@ -186,25 +186,29 @@ def test_racing_conditional_writes_have_one_winner_only_when_mended(
 ) -> None:
     """8 racers released together on a fresh key / item: as shipped every
     racer whose check falls inside the first writer's window wins too; the
-    mends make check and write one step, so exactly one wins."""
+    mends make check and write one step, so exactly one wins. A loaded
+    machine can spread the racers' arrivals wider than the window, so the
+    shipped moto gets three rounds to show it."""
     target = StoreTarget(widened[moto], EMBEDDED_BUCKET, access_key="dj-test", secret_key=EMBEDDED_SECRET)
+    rounds = 3 if moto == "shipped" else 1
     with ThreadPoolExecutor(RACERS) as pool:
         if store == "s3":
             client = target.client(RACERS)
             client.create_bucket(Bucket=EMBEDDED_BUCKET)
-            result = put_if_absent(client, EMBEDDED_BUCKET, "race/", 1, RACERS, pool)
+            result = put_if_absent(client, EMBEDDED_BUCKET, "race/", rounds, RACERS, pool)
         else:
             client = target.dynamodb_client(RACERS)
             table = _coordinator_table(client, "race")
-            result = dynamodb_conditional_update(client, table, PATH, 1, RACERS, pool)
+            result = dynamodb_conditional_update(client, table, PATH, rounds, RACERS, pool)
     counts = result.counts
     assert counts["errors"] == 0, result.detail
     if moto == "shipped":
-        assert result.passed is False and counts["several_winners"] == 1 and counts["won"] > 1, result.detail
-        assert f"the store let {counts['won']} racing conditional" in result.failure
+        several = counts.get("several_winners", 0)
+        assert result.passed is False and several >= 1 and counts["won"] > rounds, result.detail
+        assert "racing conditional" in result.failure and "succeed in round" in result.failure
         if store == "dynamodb":
-            # Each winner's commit was added to the item: two ratified version 1s.
-            assert counts["not_one_commit"] == 1
+            # Each winner's commit was added to the item: ratified version 1s.
+            assert counts["not_one_commit"] == several
     else:
         assert result.passed is True, result.detail
         assert (counts["won"], counts["refused"], counts["one_winner"]) == (1, RACERS - 1, 1)
