@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -225,54 +223,3 @@ def test_shrink_schedule_keeps_a_delete_range_whole():
     deletes = [t for c in tried for t in c.txns if t.f == "delete"]
     assert deletes and all(t.value["predicate"] == [0, 63] for t in deletes)
     assert result.txns[1].value == {"predicate": [0, 63], "where": "none"}
-
-
-def _merge_run(root: Path) -> Path:
-    """A run folder as a Sail upsert run leaves it: two MERGEs whose commits
-    record no readVersion (isBlindAppend false); b started before a's commit
-    was acknowledged and committed the version after it."""
-    log = root / "table" / "_delta_log"
-    log.mkdir(parents=True)
-    schema = '{"type":"struct","fields":[{"name":"k","type":"long","nullable":true,"metadata":{}}]}'
-    meta = {"metaData": {"id": "t", "format": {"provider": "parquet"}, "schemaString": schema, "partitionColumns": []}}
-    commits = [
-        [
-            {"commitInfo": {"operation": "CREATE TABLE"}},
-            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            meta,
-        ],
-        [{"commitInfo": {"operation": "MERGE", "isBlindAppend": False, "userMetadata": "a"}}],
-        [{"commitInfo": {"operation": "MERGE", "isBlindAppend": False, "userMetadata": "b"}}],
-    ]
-    for v, actions in enumerate(commits):
-        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
-    events = [
-        (1, "invoke", "create-table", "setup", 0),
-        (2, "ok", "create-table", "setup", 0),
-        (10, "invoke", "merge", "a", 1),
-        (11, "invoke", "merge", "b", 2),
-        (20, "ok", "merge", "a", 1),
-        (30, "ok", "merge", "b", 2),
-    ]
-    lines = [
-        {"index": i, "time": t, "process": p, "type": ty, "f": f, "id": op, "value": {"read_keys": [1]}}
-        for i, (t, ty, f, op, p) in enumerate(events)
-    ]
-    (root / "history.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    (root / "spec.json").write_text(json.dumps({"spec": {"engine": "sail", "workload": "upsert"}, "table": {}}))
-    anomaly = {"kind": "duplicate-key", "claim": "C15", "ops": ["a", "b"], "versions": [1, 2], "explanation": "x"}
-    results = {"verdict": "invalid", "checkers": [{"checker": "unique-key", "anomalies": [anomaly]}]}
-    (root / "results.json").write_text(json.dumps(results))
-    return root
-
-
-def test_a_commit_that_read_but_records_no_snapshot_read_what_was_there_at_its_invoke(tmp_path: Path) -> None:
-    from harness.repro.extract import extract
-
-    schedule, _, _ = extract(_merge_run(tmp_path))
-    read = {t.op_id: (t.read_version, t.commit_version) for t in schedule.txns}
-    # b's statement started before a's commit was acknowledged: it read
-    # version 0, and a's commit (version 1) lands across it; taking
-    # version - 1 would make the schedule serial.
-    assert read == {"a": (0, 1), "b": (0, 2)}
-    assert [kind for kind, _ in schedule.events()] == ["pin", "pin", "commit", "commit"]

@@ -130,12 +130,6 @@ def _txn(op: Op, log: Any, committed: dict[str, int], clock: _Clock, lists: List
         # The client's own word (an overwrite reads at one snapshot and
         # commits from it), where the commit records none.
         read_version = told
-    if read_version is None and version is not None and commit is not None and commit.is_blind_append is False:
-        # A commit that read the table but records no snapshot (Sail's MERGE,
-        # UPDATE, DELETE): its statement took one when it started, so the
-        # latest version committed before its invoke. Taking version - 1
-        # would make every such run's schedule serial.
-        read_version = min(clock.before(op.start), version - 1)
     if read_version is None and version is not None:
         # A commit that records no snapshot (a blind append): it committed on
         # the version before its own, whatever it started from (delta-rs
