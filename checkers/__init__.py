@@ -18,8 +18,11 @@ from checkers import (
     metadata,
     partitions,
     read_validity,
+    restore,
     serializability,
+    time_travel,
     unique_key,
+    vacuum,
 )
 from checkers.base import CheckerFn
 from checkers.facts import reads
@@ -43,6 +46,9 @@ CHECKERS: dict[str, CheckerFn] = {
     app_txn.NAME: app_txn.check,
     create_race.NAME: create_race.check,
     exception_classes.NAME: exception_classes.check,
+    time_travel.NAME: time_travel.check,
+    restore.NAME: restore.check,
+    vacuum.NAME: vacuum.check,
 }
 
 

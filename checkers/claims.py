@@ -7,11 +7,16 @@ reference page "The contract under test" is written from it. The claims
 restate Delta Lake's documentation (the spec the project was written
 against); `tests/test_claims.py` keeps this table in step with that spec
 wherever it is beside the checkout.
+
+That spec speaks of concurrent writes only. The T claims restate what
+Delta Lake's documentation says of the operations users run beside their
+writers (time travel, VACUUM, RESTORE); the project adds them, so their
+checks cite a claim as every other check does.
 """
 
 from __future__ import annotations
 
-__all__ = ["CLAIMS", "claim_text"]
+__all__ = ["CLAIMS", "PROJECT_CLAIM_PREFIXES", "claim_text"]
 
 CLAIMS: dict[str, str] = {
     "C1": (
@@ -158,7 +163,27 @@ CLAIMS: dict[str, str] = {
         "ProtocolChangedException: the table was upgraded to a new protocol version; or several writers "
         "create or replace the same table at once; or several writers write to an empty path at once."
     ),
+    "T1": (
+        "A read of version v (`VERSION AS OF v`, or a timestamp that resolves to v) returns the table at "
+        "version v as C4 defines it; a version whose log entries or data files are no longer kept fails with"
+        " an error, never with another state."
+    ),
+    "T2": (
+        "VACUUM deletes only data files that no version within the retention period references (the files "
+        "a commit removed longer ago than `delta.deletedFileRetentionDuration`, 7 days by default), and "
+        "untracked files older than that period; the table's current version always reads whole. A "
+        "retention below the default is refused unless the retention check is turned off, because readers "
+        "of older versions and writers not yet committed may still need the files it would delete."
+    ),
+    "T3": (
+        "RESTORE TABLE t TO VERSION AS OF v commits a new version whose table is version v's: it adds back "
+        "the files of v that are no longer live and removes the live files v did not have; its commitInfo "
+        "names the operation RESTORE and the version restored."
+    ),
 }
+
+# Claims the project adds beyond the spec's concurrency contract.
+PROJECT_CLAIM_PREFIXES = ("T",)
 
 
 def claim_text(claim: str | None) -> str:

@@ -37,6 +37,7 @@ _TABLE: tuple[AnomalyKind, ...] = (
     AnomalyKind("log-multiple-protocol", ("C4",), "Two protocol actions in one commit", ("log-sanity",)),
     AnomalyKind("log-duplicate-file-action", ("C4",), "Two actions on one file in one commit", ("log-sanity",)),
     AnomalyKind("log-checkpoint-mismatch", ("C4",), "Checkpoint disagrees with its commits", ("log-sanity",)),
+    AnomalyKind("log-checkpoint-broken", ("C4",), "Checkpoint written in part", ("log-sanity",)),
     AnomalyKind("log-in-commit-timestamp", ("C4",), "In-commit timestamps out of order", ("log-sanity",)),
     AnomalyKind("missing-data-file", ("C7",), "Data file missing from the store", ("log-sanity",)),
     # acknowledged writes
@@ -100,6 +101,10 @@ _TABLE: tuple[AnomalyKind, ...] = (
     AnomalyKind("lost-append", ("C7",), "Acknowledged append to a raced table lost", ("create-race",)),
     AnomalyKind("race-log-corrupt", ("C4",), "Raced table's log broken", ("create-race",)),
     AnomalyKind("read-state-never-existed", ("C12",), "Read of a raced table's state no version had", ("create-race",)),
+    # the operations beside the writers: time travel, RESTORE, VACUUM
+    AnomalyKind("time-travel-mismatch", ("T1",), "Time-travel read of another state", ("time-travel",)),
+    AnomalyKind("restore-mismatch", ("T3",), "RESTORE left another state", ("restore",)),
+    AnomalyKind("vacuumed-live-file", ("T2",), "VACUUM deleted a file still in retention", ("vacuum",)),
     # exception classes
     AnomalyKind("conflict-unclassified", ("E1-E6",), "Conflict of no documented class", ("exception-classes",)),
     AnomalyKind("wrong-conflict-class", _CONFLICT_CLAIMS, "Conflict class the log rules out", ("exception-classes",)),

@@ -5,6 +5,8 @@ readable (one the harness cannot decode makes the verdict unknown)."""
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.facts import table_facts
 from harness.core.history import History
@@ -22,6 +24,8 @@ _BROKEN = {
     # that disagrees with the commits it summarizes defines two tables.
     "duplicate-file-action",
     "checkpoint-mismatch",
+    # A checkpoint file cut off mid-write: readers that start from it fail.
+    "checkpoint-broken",
     # The protocol has in-commit timestamps grow with the version; readers
     # resolve time travel by them.
     "in-commit-timestamp",
@@ -42,6 +46,22 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     log.check_checkpoints()
     anomalies = []
     unknowns = []
+    if log.deleted_files and log.latest_version is not None:
+        # Read from the run's kept copy, a file the latest version names
+        # is still gone from the table as it stands.
+        for path in log.live_files(log.latest_version):
+            if unquote(path) in log.deleted_files:
+                version = log.added_at(path)
+                anomalies.append(
+                    Anomaly(
+                        kind="missing-data-file",
+                        claim="C7",
+                        explanation=f"Version {version} adds a data file the store no longer has (the run kept a "
+                        f"copy, so its rows are known), and the latest version {log.latest_version} still names "
+                        f"it: {path}",
+                        versions=[version] if version is not None else [],
+                    )
+                )
     for p in log.problems:
         if p.kind == "data-file-missing":
             anomalies.append(

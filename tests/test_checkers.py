@@ -67,6 +67,9 @@ def test_registry_has_every_checker():
         "app-txn",
         "create-race",
         "exception-classes",
+        "time-travel",
+        "restore",
+        "vacuum",
     }
     from workloads import WORKLOAD_NAMES, make_workload
 
@@ -238,6 +241,7 @@ READER_PROBLEM_KINDS = {
     "duplicate-file-action",
     "deletion-vector-unreadable",
     "checkpoint-unreadable",
+    "checkpoint-broken",
     "checkpoint-mismatch",
     "last-checkpoint",
     "data-file-unreadable",

@@ -612,6 +612,58 @@ def plant_metadata_failed_but_committed(run: Run) -> None:
     )
 
 
+# -- plants: maintenance workload ---------------------------------------------------
+
+
+def plant_time_travel_wrong_version(run: Run) -> None:
+    # A time-travel read answered with another version's rows than it asked for.
+    events = run.events()
+    for e in reversed(events):
+        if e["type"] != "ok" or e["f"] != "read-as-of" or not isinstance(e["value"].get("version"), int):
+            continue
+        v = e["value"]["version"]
+        for other in (v - 1, v + 1, v - 2, v + 2):
+            if 0 <= other <= run.versions()[-1] and _ids_at(run, other) != _ids_at(run, v):
+                run.edit_event(e["index"], value={**e["value"], "ids": _ids_at(run, other)})
+                return
+    raise LookupError("no time-travel read to answer wrongly")
+
+
+def plant_restore_keeps_file(run: Run) -> None:
+    # A RESTORE commit that also keeps (adds) a file its version never had.
+    v = next(
+        v
+        for v in reversed(run.versions())
+        if any(a.get("commitInfo", {}).get("operation") == "RESTORE" for a in run.actions(v))
+    )
+    source = next(a for w in run.versions() for a in run.adds(w) if (run.root / "table" / a["path"]).exists())
+    table = run.data(source)
+    ids = pa.array([i + 8_000_000_000_000 for i in table.column("id").to_pylist()], pa.int64())
+    table = table.set_column(table.schema.get_field_index("id"), "id", ids)
+    run.write_actions(v, [*run.actions(v), {"add": run.write_data(table)}])
+
+
+def plant_vacuumed_live_file(run: Run) -> None:
+    # A data file of the latest version deleted (the run's kept copy stays).
+    from harness.deltalog import read_log
+
+    log = read_log(str(run.root / "table"))
+    path = sorted(log.live_files(log.latest_version))[0]
+    kept = run.root / "kept" / path
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    if not kept.exists():
+        shutil.copy2(run.root / "table" / path, kept)
+    (run.root / "table" / path).unlink()
+
+
+def plant_half_written_checkpoint(run: Run) -> None:
+    # A checkpoint cut off mid-write (no parquet footer), under its final name.
+    top = _checkpoint_now(run)
+    ck = run.log_dir / f"{top:020d}.checkpoint.parquet"
+    data = ck.read_bytes()
+    ck.write_bytes(data[: len(data) // 2])
+
+
 @dataclass(frozen=True)
 class Plant:
     checker: str
@@ -683,6 +735,13 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     "compaction": (
         Plant("compaction", "compaction-lost-rows", plant_compaction_lost_rows),
         Plant("compaction", "compaction-duplicated-rows", plant_compaction_duplicated_rows),
+    ),
+    "maintenance": (
+        Plant("time-travel", "time-travel-mismatch", plant_time_travel_wrong_version),
+        Plant("restore", "restore-mismatch", plant_restore_keeps_file),
+        Plant("vacuum", "vacuumed-live-file", plant_vacuumed_live_file),
+        Plant("log-sanity", "missing-data-file", plant_vacuumed_live_file),
+        Plant("log-sanity", "log-checkpoint-broken", plant_half_written_checkpoint, keep_checkpoints=True),
     ),
 }
 # partitioned: one client, since delta-rs refuses writes on disjoint

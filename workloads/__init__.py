@@ -20,6 +20,7 @@ _REGISTRY: dict[str, str] = {
     "app-txn": "workloads.app_txn:AppTxnWorkload",
     "create-race": "workloads.create_race:CreateRaceWorkload",
     "bank-overwrite": "workloads.bank_overwrite:BankOverwriteWorkload",
+    "maintenance": "workloads.maintenance:MaintenanceWorkload",
 }
 WORKLOAD_NAMES = tuple(_REGISTRY)
 

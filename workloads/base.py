@@ -66,6 +66,10 @@ class Workload(ABC):
     # predicates (e.g. a DELETE's range) are evaluated on.
     row_key: str = "k"
     predicate_column: str = "k"
+    # Ops that delete data files the checkers still read (VACUUM): the run
+    # then keeps a copy of each data file as it appears (the run folder's
+    # kept/), and looks for new ones right before each such op.
+    deletes_data_files: tuple[str, ...] = ()
 
     def __init__(self, seed: int, isolation: str | None = None):
         self.seed = seed

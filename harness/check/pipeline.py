@@ -26,6 +26,7 @@ from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, error_class_label, load_history
 from harness.deltalog import read_log
 from harness.deltalog.coordinated import load_coordinator
+from harness.deltalog.copy import KEPT_DIR
 
 EXIT_CODES = {Verdict.VALID: 0, Verdict.INVALID: 1, Verdict.UNKNOWN: 3}
 
@@ -154,7 +155,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     # The checkers replay every data file in log order: decoding can start
     # while the log is still being parsed.
     coordinator = load_coordinator(run_dir)
-    log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator)
+    log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator, kept=run_dir / KEPT_DIR)
     log.related = _related_logs(run_dir / "table", spec, coordinator)
     no_evidence = _no_evidence(run, log)
     if no_evidence:

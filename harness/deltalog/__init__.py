@@ -29,7 +29,7 @@ The modules, each importing only those above it in this list: ``names``
 """
 
 from harness.deltalog.actions import Commit, LogProblem, parse_commit_bytes
-from harness.deltalog.copy import copy_table
+from harness.deltalog.copy import DataFileKeeper, copy_table
 from harness.deltalog.dv import (
     DV_MAGIC,
     DV_MAGIC_NATIVE,
@@ -54,6 +54,7 @@ __all__ = [
     "DeletionVectorError",
     "LogProblem",
     "TransactionLog",
+    "DataFileKeeper",
     "copy_table",
     "decode_roaring_bitmap_array",
     "dv_bytes",

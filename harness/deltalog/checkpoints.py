@@ -74,6 +74,13 @@ def _read_checkpoint(ck: _Checkpoint, store: _Store | None) -> list[dict]:
     return actions
 
 
+def _cut_off(e: Exception) -> bool:
+    """A parquet file with no valid footer: written in part (a checkpoint
+    must appear whole), not a format this reader does not know."""
+    text = str(e)
+    return isinstance(e, pa.ArrowInvalid) and ("magic bytes" in text or "file size is 0" in text or "footer" in text)
+
+
 def _load_checkpoint(ck: _Checkpoint, store: _Store | None) -> list[dict] | LogProblem:
     """Read a checkpoint into ck.actions and return them; or, when it cannot
     be read or its actions cannot be trusted, set ck.failed and return the
@@ -83,7 +90,7 @@ def _load_checkpoint(ck: _Checkpoint, store: _Store | None) -> list[dict] | LogP
     except Exception as e:  # noqa: BLE001 - any failure is evidence
         ck.failed = f"{type(e).__name__}: {e}"
         return LogProblem(
-            "checkpoint-unreadable",
+            "checkpoint-broken" if _cut_off(e) else "checkpoint-unreadable",
             ck.version,
             f"{ck.kind} checkpoint {ck.files}: {ck.failed}"[:500],
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,3 +39,56 @@ def copy_table(location: str, dest: str | os.PathLike, storage_options: dict | N
     with ThreadPoolExecutor(max(1, min(_S3_WORKERS, len(rels)))) as pool:
         list(pool.map(copy, rels))  # list() re-raises any failure
     return len(rels)
+
+
+# Where a run folder keeps its copies of the data files (DataFileKeeper).
+KEPT_DIR = "kept"
+
+
+class DataFileKeeper:
+    """Keeps a copy of every data file of a table as it appears, in a local
+    directory, names unchanged: the rows of files VACUUM later deletes stay
+    readable as evidence, and the files missing from the table but kept
+    are the ones deleted (read_log's `kept`). Call `sweep` often while the
+    table is written; a file written and deleted between two sweeps is not
+    kept. Local tables are kept by hard link (no bytes copied), S3 tables
+    by one GET per new object."""
+
+    def __init__(self, location: str, dest: str | os.PathLike, storage_options: dict | None = None) -> None:
+        self.store, _ = _open_store(location, storage_options)
+        self.dest = Path(dest)
+        self.kept: set[str] = set()
+        self._lock = threading.Lock()
+
+    def sweep(self) -> int:
+        """Keep the data files that appeared since the last sweep; returns how
+        many. Safe to call from several threads."""
+        with self._lock:
+            return self._sweep()
+
+    def _sweep(self) -> int:
+        new = 0
+        try:
+            rels = self.store.list_all()
+        except FileNotFoundError:
+            return 0
+        for rel in rels:
+            if rel in self.kept or rel.startswith(("_delta_log/", "_delta_log" + os.sep)):
+                continue
+            target = self.dest / rel
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(self.store, _LocalStore):
+                    try:
+                        os.link(self.store.root / rel, target)
+                    except OSError:
+                        shutil.copy2(self.store.root / rel, target)
+                else:
+                    target.write_bytes(self.store.read_rel(rel))
+            except FileExistsError:
+                pass
+            except Exception:  # noqa: BLE001 - deleted between list and read: not kept
+                continue
+            self.kept.add(rel)
+            new += 1
+        return new

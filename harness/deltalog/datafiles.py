@@ -10,6 +10,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -42,6 +44,9 @@ class _DataFiles:
         self.tables: dict[str, pa.Table] | None = None  # from_commits' stand-ins for the files
         self.cache: dict[str, pa.Table] = {}  # file_rows' results, by path
         self.unreadable: set[str] = set()  # data files _read_file could not read
+        # A run's copies of the data files it saw (DataFileKeeper): where a
+        # file the store no longer has is read from instead.
+        self.kept: Path | None = None
         self._adds = adds
         # Read-ahead (see _read_ahead): adds' paths in log order, and reads in flight.
         self._add_order: list[tuple[str, int]] | None = None
@@ -225,7 +230,13 @@ class _DataFiles:
                 return self.tables[path], None
             if self.store is None:
                 raise ValueError("log has no storage location")
-            data = ahead.result() if ahead is not None else self.store.read_path(path)
+            try:
+                data = ahead.result() if ahead is not None else self.store.read_path(path)
+            except Exception as e:
+                kept = self._kept_bytes(path) if _is_not_found(e) else None
+                if kept is None:
+                    raise
+                data = kept
             return _read_parquet(data), None
         except Exception as e:  # noqa: BLE001 - recorded; what it means depends on what failed
             self.unreadable.add(path)
@@ -234,6 +245,15 @@ class _DataFiles:
             # says nothing about the engine, only that its rows are unknown.
             kind = "data-file-missing" if _is_not_found(e) else "data-file-unreadable"
             return None, LogProblem(kind, version, f"{path}: {type(e).__name__}: {e}"[:500])
+
+    def _kept_bytes(self, path: str) -> bytes | None:
+        """The kept copy of a data file the store no longer has, if any."""
+        if self.kept is None or "://" in path:
+            return None
+        try:
+            return (self.kept / unquote(path)).read_bytes()
+        except OSError:
+            return None
 
     def _dv_file(self, kind: str, name: str) -> bytes:
         """A DV file by its name relative to the table root (kind "rel") or

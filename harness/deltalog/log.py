@@ -48,6 +48,10 @@ class TransactionLog:
         # A coordinated-commits table: what its coordinator ratified beyond
         # the backfilled commits (harness.deltalog.coordinated); None otherwise.
         self.coordination: Coordination | None = None
+        # Data files a run kept a copy of that the store no longer has (what
+        # VACUUM deleted), by object name relative to the table root; None
+        # when the log was read without a run's kept copies (read_log).
+        self.deleted_files: set[str] | None = None
         self._unreadable: set[int] = set()  # a commit file exists but is broken
         self._checkpoints: dict[int, _Checkpoint] = {}
         # The store (read_log sets it; checkpoints are read from it too), and
@@ -479,6 +483,17 @@ class TransactionLog:
                 rows = table.slice(0, 0)
         self._dv_rows[key] = rows
         return rows
+
+    def added_at(self, path: str) -> int | None:
+        """The version of the newest add of `path` (its raw log path)."""
+        got = self._add_index.get(path)
+        return got[0] if got else None
+
+    @property
+    def unreadable_files(self) -> frozenset[str]:
+        """Data files (add paths) whose rows could not be read so far: missing
+        from the store and not kept, or undecodable; they read as no rows."""
+        return frozenset(self._files.unreadable)
 
     def rows_at(self, version: int, columns: list[str] | None = None) -> pa.Table:
         """The table's rows at `version`: the live files' rows (deletion

@@ -6,8 +6,10 @@ GETs in flight on S3, worker processes for a long local log) into a
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import harness.deltalog._pool as _pool
@@ -218,12 +220,21 @@ def _timestamp_problems(log: TransactionLog) -> None:
         prev = (v, ts)
 
 
+def _kept_files(root: Path) -> set[str]:
+    out = set()
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            out.add(os.path.relpath(os.path.join(dirpath, f), root))
+    return out
+
+
 def read_log(
     location: str,
     storage_options: dict | None = None,
     *,
     prefetch_data: bool = False,
     coordinator: dict[str, Any] | None = None,
+    kept: str | os.PathLike | None = None,
 ) -> TransactionLog:
     """Read the transaction log of the table at `location`.
 
@@ -238,6 +249,11 @@ def read_log(
     table (harness.deltalog.coordinated); without it, staged commits past
     the last backfilled version are undecided.
 
+    kept: a local directory holding copies of the table's data files as a
+    run saw them appear (harness.deltalog.DataFileKeeper): a data file the
+    store no longer has is read from there, and `deleted_files` names the
+    kept files the store no longer has (what VACUUM deleted).
+
     prefetch_data=True says every data file will be read next, in log order
     (a checker replaying the log; see TransactionLog.prefetch_data_files):
     on a local table with many files, worker processes start decoding them
@@ -247,6 +263,9 @@ def read_log(
     log = TransactionLog()
     log.location = loc
     log._files.store = store
+    if kept is not None and Path(kept).is_dir():
+        log._files.kept = Path(kept)
+        log.deleted_files = _kept_files(Path(kept)) - set(store.list_all())
     names = store.list_log()  # one listing: on S3 each LIST is a round trip
     commit_names = _classify(log, names)
 

@@ -193,6 +193,33 @@ class EngineClient(ABC):
         one must fail."""
         raise NotImplementedError(f"{self.name} has no create_table_at")
 
+    def latest_version(self) -> int:
+        """The table's newest committed version, as this client sees it now."""
+        raise NotImplementedError(f"{self.name} does not report the table's version")
+
+    def read_as_of(self, columns: list[str], version: int, via: str = "dataframe") -> OpResult:
+        """Time travel: read the whole table as of `version` (spec T1).
+        value: list of row tuples."""
+        raise NotImplementedError(f"{self.name} has no time travel")
+
+    def restore(self, version: int, op_id: str) -> OpResult:
+        """RESTORE TABLE t TO VERSION AS OF `version`, one commit (spec T3).
+        value: the engine's file counts, where it reports them."""
+        raise NotImplementedError(f"{self.name} has no restore")
+
+    def vacuum(self, retention_hours: int, full: bool, op_id: str) -> OpResult:
+        """VACUUM t RETAIN `retention_hours` HOURS, the retention check off
+        when that is below the default (spec T2). `full`: also delete
+        untracked files (delta-spark's default mode, delta-rs' full mode);
+        otherwise only files the log removed (delta-spark's LITE, delta-rs'
+        default). value: the files deleted, where the engine says."""
+        raise NotImplementedError(f"{self.name} has no vacuum")
+
+    def checkpoint(self, op_id: str) -> OpResult:
+        """Write a checkpoint of the current version now (spec C4: it must
+        equal the replay of the commits up to it)."""
+        raise NotImplementedError(f"{self.name} has no explicit checkpoint")
+
     def at(self, table_uri: str) -> EngineClient:
         """This client (same session, same storage identity) bound to another
         table, e.g. one of a create race's tables. Only path-based ops address

@@ -30,6 +30,10 @@ DELTARS_CAPABILITIES = Capabilities(
             "append-idempotent",
             "create-table-at",
             "overwrite",
+            "read-as-of",
+            "restore",
+            "vacuum",
+            "checkpoint",
         }
     ),
     read_version_known=True,
@@ -382,6 +386,41 @@ class DeltaRsClient(EngineClient):
         )
         self._write(dt, data, "append", {"commit_properties": props})
         return OpResult(value={"skipped": False}, version=self._committed(dt))
+
+    def latest_version(self) -> int:
+        return int(self._table().version())
+
+    def read_as_of(self, columns: list[str], version: int, via: str = "dataframe") -> OpResult:
+        from deltalake import DeltaTable
+
+        # A table object of its own: the client's stays at the newest version.
+        dt = DeltaTable(self.config.table_uri, storage_options=self.options or None)
+        dt.load_as_version(int(version))
+        return OpResult(value=self._rows(dt, columns))
+
+    def restore(self, version: int, op_id: str) -> OpResult:
+        dt = self._table()
+        metrics = dt.restore(int(version), **self._meta(op_id)) or {}
+        return OpResult(
+            value={"restored_files": metrics.get("numRestoredFile"), "removed_files": metrics.get("numRemovedFile")},
+            version=self._committed(dt),
+        )
+
+    def vacuum(self, retention_hours: int, full: bool, op_id: str) -> OpResult:
+        dt = self._table()
+        deleted = dt.vacuum(
+            retention_hours=int(retention_hours),
+            dry_run=False,
+            enforce_retention_duration=False,
+            full=full,
+            **self._meta(op_id),
+        )
+        return OpResult(value={"deleted": sorted(deleted)})
+
+    def checkpoint(self, op_id: str) -> OpResult:
+        dt = self._table()
+        dt.create_checkpoint()
+        return OpResult(value={"checkpoint_version": dt.version()})
 
     def _rows(self, dt: Any, columns: list[str]) -> list[tuple]:
         if self.api.has("query-builder"):

@@ -33,6 +33,10 @@ SINCE: dict[str, tuple[int, ...]] = {
     "query-builder": (0, 22, 0),
     "exact-commit-version": (1, 0, 0),
     "transaction-version": (1, 0, 0),  # transaction_version(app_id); before: transaction_versions()
+    # vacuum(full=, commit_properties=), restore(commit_properties=),
+    # load_as_version, create_checkpoint as the pinned release calls them;
+    # older releases are not yet driven through them.
+    "maintenance": (1, 0, 0),
 }
 
 
@@ -70,6 +74,8 @@ class DeltaRsApi:
             ops.add("set-properties")
         if self.has("app-transactions"):
             ops.add("append-idempotent")
+        if self.has("maintenance"):
+            ops |= {"read-as-of", "restore", "vacuum", "checkpoint"}
         return frozenset(ops)
 
     @property

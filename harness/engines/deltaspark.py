@@ -61,6 +61,9 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
             "add-columns",
             "append-idempotent",
             "create-table-at",
+            "read-as-of",
+            "restore",
+            "vacuum",
         }
     ),
     # Through Spark Connect a statement reports neither version; the log's

@@ -260,6 +260,48 @@ class SparkConnectClient(EngineClient):
             return OpResult(value=[])
         return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
 
+    def latest_version(self) -> int:
+        self._register()
+        return int(self._sql(f"DESCRIBE HISTORY {self.table_ref} LIMIT 1")[0]["version"])
+
+    def read_as_of(self, columns: list[str], version: int, via: str = "dataframe") -> OpResult:
+        if via == "sql":
+            self._register()
+            df = self.spark.sql(f"SELECT {', '.join(columns)} FROM {self.table_ref} VERSION AS OF {int(version)}")
+        else:
+            df = (
+                self.spark.read.format("delta")
+                .option("versionAsOf", int(version))
+                .load(self.config.table_uri)
+                .select(*columns)
+            )
+        t = _to_arrow(df)
+        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
+
+    def restore(self, version: int, op_id: str) -> OpResult:
+        self._register()
+        self._tag(op_id)
+        rows = self._sql(f"RESTORE TABLE {self.table_ref} TO VERSION AS OF {int(version)}")
+        got = rows[0].asDict() if rows else {}
+        return OpResult(
+            value={"restored_files": got.get("num_restored_files"), "removed_files": got.get("num_removed_files")}
+        )
+
+    # The documented default retention (7 days): below it the engine's
+    # safety check refuses VACUUM unless it is turned off.
+    DEFAULT_RETENTION_HOURS = 168
+
+    def vacuum(self, retention_hours: int, full: bool, op_id: str) -> OpResult:
+        self._register()
+        self._tag(op_id)
+        if retention_hours < self.DEFAULT_RETENTION_HOURS:
+            self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        # VACUUM START / END commits: what the vacuum check dates each VACUUM by.
+        self.spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true")
+        mode = "" if full else " LITE"
+        self._sql(f"VACUUM {self.table_ref}{mode} RETAIN {int(retention_hours)} HOURS")
+        return OpResult(value={"deleted": None})
+
     def classify(self, exc: BaseException) -> Classified:
         return classify_spark(exc)
 

@@ -17,6 +17,8 @@ RUN_FILES: dict[str, str] = {
     "run.json": "how the run went: workload seconds, op counts, whether it was interrupted, the store's self-check",
     "history.jsonl": "every op, one JSON event per line: its invoke, then ok, fail or info (docs: the history format)",
     "table/": "a copy of the table: `_delta_log/` and the data files, so the run can be checked again with no store",
+    "kept/": "with a workload that runs VACUUM: a copy of every data file the run saw appear, names unchanged, "
+    "so `check` still reads the rows of files VACUUM deleted and knows which it deleted",
     "logs/": "the logs of everything the run started: the store (moto.log, seaweedfs.log), the fault proxy, "
     "every engine node, every client worker (worker-<process>.log)",
     "coordinator.json": "with delta-spark's coordinated commits: the commit coordinator's DynamoDB state, which "

@@ -27,8 +27,9 @@ from harness.core.history import INFO, INVOKE, OK, ErrorClass, HistoryWriter, Op
 from harness.core.procs import SpawnRefused
 from harness.core.storage import Storage
 from harness.core.table import TableDeclaration, TableSpec
-from harness.deltalog import copy_table
+from harness.deltalog import DataFileKeeper, copy_table
 from harness.deltalog.coordinated import COORDINATOR_FILE, dump_coordinator
+from harness.deltalog.copy import KEPT_DIR
 from harness.engines.base import Engine, Node
 from harness.engines.deltaspark import COORDINATOR_TABLE
 from harness.engines.spark import spark_uri
@@ -71,6 +72,11 @@ class RunOutcome:
 
 class TableRefused(Exception):
     """create-table failed as unsupported: the run ends, its verdict unknown."""
+
+
+# How often the run looks for new data files to keep
+# (harness.deltalog.DataFileKeeper).
+KEEP_INTERVAL = 0.05
 
 
 @dataclass
@@ -120,6 +126,9 @@ class Runner:
         self.cluster: RunCluster | None = None
         self.schedule: NemesisSchedule | None = None
         self.store_self_check: dict[str, Any] | None = None
+        self.keeper: DataFileKeeper | None = None
+        self._keeper_thread: threading.Thread | None = None
+        self._keeper_stop = threading.Event()
 
     # -- workers -----------------------------------------------------------
 
@@ -148,6 +157,12 @@ class Runner:
     def _execute(self, slot: _Slot, op: OpSpec) -> None:
         """Invoke one op on the slot's worker and record its completion."""
         assert slot.worker is not None
+        if self.keeper is not None and op.f in self.workload.deletes_data_files:
+            # Every file the op could delete is kept before it is invoked.
+            try:
+                self.keeper.sweep()
+            except Exception as e:  # noqa: BLE001 - the run goes on; the checkers see what was kept
+                self.progress.message(f"keeping data files: {e}")
         rec = self.history.record
         rec(process=slot.process, type=INVOKE, f=op.f, id=op.id, value=op.value, node=slot.node.name)
         try:
@@ -478,6 +493,7 @@ class Runner:
             self._abort()
             raise HarnessError(sh.fatal)
         t0 = time.monotonic()
+        self._start_keeper()
         sh.go.set()
         self._start_nemeses()
         while (elapsed := time.monotonic() - t0) < self.spec.time_limit and not sh.stop.is_set():
@@ -533,9 +549,40 @@ class Runner:
         for t in self.threads:
             t.join(self.spec.op_timeout + 15)
 
+    def _start_keeper(self) -> None:
+        """Keep every data file as it appears (kept/), for workloads whose
+        ops delete data files the checkers still read (VACUUM)."""
+        if not self.workload.deletes_data_files or self.storage is None:
+            return
+        self.keeper = DataFileKeeper(self.table_uri, self.run_dir / KEPT_DIR, self.storage.reader_options())
+        self.keeper.sweep()
+
+        def loop() -> None:
+            assert self.keeper is not None
+            while not self._keeper_stop.wait(KEEP_INTERVAL):
+                try:
+                    self.keeper.sweep()
+                except Exception as e:  # noqa: BLE001 - the run goes on; the checkers see what was kept
+                    self.progress.message(f"keeping data files: {e}")
+
+        self._keeper_thread = threading.Thread(target=loop, name="keeper", daemon=True)
+        self._keeper_thread.start()
+
+    def _stop_keeper(self) -> None:
+        self._keeper_stop.set()
+        if self._keeper_thread is not None:
+            self._keeper_thread.join(timeout=10)
+            self._keeper_thread = None
+            if self.keeper is not None:
+                try:
+                    self.keeper.sweep()
+                except Exception as e:  # noqa: BLE001
+                    self.progress.message(f"keeping data files: {e}")
+
     def _teardown(self) -> None:
         try:
             self._abort()
+            self._stop_keeper()
             if self.storage is not None and self.table_uri:
                 self._snapshot_table()
         finally:

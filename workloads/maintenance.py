@@ -1,0 +1,131 @@
+"""`maintenance`: time travel, RESTORE, VACUUM and checkpoints beside writers.
+
+Writers append rows (1-3 per op) and delete the rows of one `k`, so the
+log both adds files and removes them. Meanwhile:
+- time-travel reads ask for the table as of a version a few versions back
+  (`read-as-of`; the worker resolves "n back" against the newest version
+  it sees), and must get exactly the state the log gives that version, or
+  an error once VACUUM has deleted its files (spec T1);
+- slot 0 alone runs the maintenance proper, one op at a time, as an
+  operator's job would: RESTORE to a version a few back (spec T3), VACUUM
+  (spec T2), an explicit checkpoint where the engine has one. The table
+  writes a checkpoint every 4 commits on its own (`delta.checkpointInterval`),
+  and each must equal the replay of the commits up to it (spec C4).
+
+VACUUM runs mostly with retention 0 and the retention check off (as users
+do in tests) in the mode that deletes only files the log removed
+(delta-spark's LITE, delta-rs' default): the files of older versions go,
+so time travel to them must fail, while files of writers not yet committed
+are never touched. Now and then it runs in full mode (untracked files too)
+with a 1-hour retention, which a short run's files are all younger than.
+Retention 0 in full mode would delete the files of writers not yet
+committed, the documented reason for the retention check, so the workload
+does not run it.
+
+The run keeps a copy of every data file as it appears (the run folder's
+`kept/`), so the checkers still see the rows of files VACUUM deleted, and
+know which it deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.core.table import Column, TableSpec, row_id
+from harness.engines.base import EngineClient, OpResult
+from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
+
+KEY_SPACE = 8
+MAX_BATCH = 3
+MAX_BACK = 6
+CHECKPOINT_INTERVAL = 4
+
+# Cumulative op mixes: writers, and the operator's slot 0.
+_WRITER_MIX = (("append", 0.55), ("delete", 0.65), ("read", 0.75), ("read-as-of", 1.0))
+_OPERATOR_MIX = (
+    ("append", 0.30),
+    ("read-as-of", 0.45),
+    ("restore", 0.60),
+    ("vacuum", 0.75),
+    ("vacuum-full", 0.82),
+    ("checkpoint", 0.92),
+    ("read", 1.0),
+)
+
+
+class MaintenanceWorkload(Workload):
+    name = "maintenance"
+    checkers = ("log-sanity", "read-validity", "time-travel", "restore", "vacuum")
+    primitives = {
+        "append": "append",
+        "delete": "delete",
+        "read": "read",
+        "read-as-of": "read-as-of",
+        "restore": "restore",
+        "vacuum": "vacuum",
+        "vacuum-full": "vacuum",
+        "checkpoint": "checkpoint",
+    }
+    row_key = "id"
+    predicate_column = "k"
+    deletes_data_files = ("vacuum", "vacuum-full")
+
+    def table(self) -> TableSpec:
+        return TableSpec(
+            columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("writer", "STRING")),
+            properties=(("delta.checkpointInterval", str(CHECKPOINT_INTERVAL)), *self.properties()),
+        )
+
+    def next_op(self, gen: SlotGenerator) -> OpSpec:
+        op_id = gen.next_id()
+        rng = gen.rng
+        mix = _OPERATOR_MIX if gen.slot == 0 else _WRITER_MIX
+        r = rng.random()
+        f = next(name for name, upto in mix if r < upto)
+        slot = gen.slot if isinstance(gen.slot, int) else 0
+        if f == "read":
+            return self.read_op(gen, op_id)
+        if f == "append":
+            n = rng.randint(1, MAX_BATCH)
+            ids = [row_id(slot + 1, gen.seq, j) for j in range(n)]
+            keys = [rng.randrange(KEY_SPACE) for _ in range(n)]
+            return OpSpec("append", op_id, {"ids": ids, "keys": keys, "via": rng.choice(VIAS)})
+        if f == "delete":
+            return OpSpec("delete", op_id, {"key": rng.randrange(KEY_SPACE)})
+        if f == "read-as-of":
+            return OpSpec(f, op_id, {"back": rng.randint(0, MAX_BACK), "via": rng.choice(VIAS)})
+        if f == "restore":
+            return OpSpec(f, op_id, {"back": rng.randint(1, MAX_BACK)})
+        if f == "vacuum":
+            return OpSpec(f, op_id, {"retention_hours": 0, "full": False})
+        if f == "vacuum-full":
+            return OpSpec(f, op_id, {"retention_hours": 1, "full": True})
+        return OpSpec(f, op_id, {})
+
+    def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
+        value, f = op["value"], op["f"]
+        if f == "append":
+            rows = [(i, k, op["id"]) for i, k in zip(value["ids"], value["keys"], strict=True)]
+            return client.append(rows, table, value["via"], op["id"])
+        if f == "read":
+            res = client.read(["id"], value.get("via", "dataframe"))
+            res.value = {**value, "ids": sorted(r[0] for r in res.value)}
+            return res
+        if f == "read-as-of":
+            version = max(0, client.latest_version() - int(value["back"]))
+            res = client.read_as_of(["id"], version, value.get("via", "dataframe"))
+            return OpResult(value={**value, "version": version, "ids": sorted(r[0] for r in res.value)})
+        if f == "delete":
+            res = client.delete(f"k = {int(value['key'])}", op["id"])
+        elif f == "restore":
+            target = max(0, client.latest_version() - int(value["back"]))
+            res = client.restore(target, op["id"])
+            res.value = {"target": target, **(res.value or {})}
+        elif f in ("vacuum", "vacuum-full"):
+            res = client.vacuum(int(value["retention_hours"]), bool(value["full"]), op["id"])
+        elif f == "checkpoint":
+            res = client.checkpoint(op["id"])
+        else:
+            raise ValueError(f"maintenance workload has no op {f!r}")
+        res.value = {**value, **(res.value or {})}
+        return res
