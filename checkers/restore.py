@@ -47,11 +47,12 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     default_level = history.table_declaration().default_isolation
     anomalies: list[Anomaly] = []
     restores: dict[str, tuple[int, int | None]] = {}  # op id -> (commit version, target)
-    judged = 0
+    commits = judged = 0
     for v in log.versions:
         info = log.commit(v).commit_info or {}
         if info.get("operation") != "RESTORE":
             continue
+        commits += 1
         target = _target(info)
         op_id = commit_op_id(info)
         if op_id:
@@ -105,7 +106,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                     versions=[got[0], asked],
                 )
             )
-    stats = {"restore_commits": len(restores) if restores else judged, "judged": judged, "acknowledged": len(acked)}
+    stats = {"restore_commits": commits, "judged": judged, "acknowledged": len(acked)}
     if anomalies:
         return CheckResult(
             NAME,
@@ -120,7 +121,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     return CheckResult(
         NAME,
         Verdict.VALID,
-        f"Each of the {judged} RESTORE commit(s) left exactly the files of the version it names" + ".",
+        f"Each of the {judged} RESTORE commit(s) left exactly the files of the version it names.",
         [],
         stats,
     )

@@ -105,7 +105,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     untracked = len(log.deleted_files) - len(referenced)
     for f in referenced:
         evs = events[f]
-        added = next(v for v, kind in evs if kind == "add") if any(k == "add" for _, k in evs) else None
+        added = next((v for v, kind in evs if kind == "add"), None)
         if f in live:
             anomalies.append(
                 Anomaly(
