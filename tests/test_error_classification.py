@@ -934,6 +934,7 @@ SPARK_TEXTS = [
     # A log-listing failure under concurrent writers: not a conflict, and
     # not provably before the commit.
     ("SparkRuntimeException", None, "Missing commit file: expected version 0, found 8", E.NOT_A_CONFLICT, False),
+    ("AnalysisException", None, "Missing commit file: expected version 0, found 38", E.NOT_A_CONFLICT, False),
     (
         "IllegalArgumentException",
         None,

@@ -479,6 +479,12 @@ def classify_spark_text(
     if conflict is not None:
         return Classified(conflict, True, raw)
 
+    # Sail's log listing raced by concurrent commits: it surfaces as a
+    # runtime error, or as an analysis error when the read is being planned;
+    # either way the store was read mid-change, so nothing is provable.
+    if re.search(r"Missing commit file: expected version \d+, found \d+", text):
+        return Classified(E.NOT_A_CONFLICT, False, raw)
+
     # Raised while parsing or analysing, before anything runs: definite,
     # whatever words the message holds (a column may be called `timeout`).
     if (
