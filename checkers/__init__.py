@@ -13,6 +13,7 @@ from checkers import (
     duplicates,
     durability,
     exception_classes,
+    identity,
     list_append,
     log_sanity,
     metadata,
@@ -49,6 +50,7 @@ CHECKERS: dict[str, CheckerFn] = {
     time_travel.NAME: time_travel.check,
     restore.NAME: restore.check,
     vacuum.NAME: vacuum.check,
+    identity.NAME: identity.check,
 }
 
 

@@ -180,6 +180,12 @@ CLAIMS: dict[str, str] = {
         "the files of v that are no longer live and removes the live files v did not have; its commitInfo "
         "names the operation RESTORE and the version restored."
     ),
+    "T4": (
+        "An identity column (GENERATED ALWAYS AS IDENTITY) gets a value no other row of the table has held, "
+        "in the direction of its step; the commit that writes new values records the largest of them (the "
+        "smallest, for a negative step) as the column's `delta.identity.highWaterMark` (the Delta protocol's "
+        "identity columns)."
+    ),
 }
 
 # Claims the project adds beyond the spec's concurrency contract.

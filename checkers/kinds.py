@@ -105,6 +105,11 @@ _TABLE: tuple[AnomalyKind, ...] = (
     AnomalyKind("time-travel-mismatch", ("T1",), "Time-travel read of another state", ("time-travel",)),
     AnomalyKind("restore-mismatch", ("T3",), "RESTORE left another state", ("restore",)),
     AnomalyKind("vacuumed-live-file", ("T2",), "VACUUM deleted a file still in retention", ("vacuum",)),
+    AnomalyKind("duplicate-identity-value", ("T4",), "Identity value given twice", ("identity",)),
+    AnomalyKind("identity-high-water-mark", ("T4",), "High water mark below a value written", ("identity",)),
+    AnomalyKind(
+        "concurrent-identity-commit", ("C19",), "Concurrent identity transactions both committed", ("identity",)
+    ),
     # exception classes
     AnomalyKind("conflict-unclassified", ("E1-E6",), "Conflict of no documented class", ("exception-classes",)),
     AnomalyKind("wrong-conflict-class", _CONFLICT_CLAIMS, "Conflict class the log rules out", ("exception-classes",)),

@@ -55,6 +55,7 @@ def test_registry_has_every_checker():
         "log-sanity",
         "durability",
         "atomicity",
+        "identity",
         "duplicates",
         "read-validity",
         "serializability",

@@ -57,9 +57,18 @@ def test_a_delta_spark_release_runs_on_the_spark_it_was_built_against() -> None:
     assert req("3.3.2")[:2] == ("delta-spark==3.3.2", "pyspark[connect]==3.5.4")
     assert req("4.0.1")[:2] == ("delta-spark==4.0.1", "pyspark[connect]==4.0.0")
     assert "pyarrow==14.0.2" in req("3.3.2") and "pyarrow==17.0.0" in req("4.0.1")
+    # From 4.3: the release's Spark 4.0 build, on the Spark 4.0.1 the harness pins.
+    assert req("4.4.0")[:2] == ("delta-spark==4.4.0", "pyspark[connect]==4.0.1")
+    from harness.engines.jars import Versions
+
+    assert (
+        Versions("4.0.1", "2.13", "3.4.1", "4.4.0").coordinates(["delta"])[0] == "io.delta:delta-spark_4.0_2.13:4.4.0"
+    )
+    assert Versions("4.0.0", "2.13", "3.4.1", "4.0.1").coordinates(["delta"])[0] == "io.delta:delta-spark_2.13:4.0.1"
     for bad, why in (
         ("delta-spark==3.1.0", "oldest delta-spark release supported is 3.2.0"),
-        ("delta-spark==4.1.0", "up to the 4.0 series"),
+        ("delta-spark==4.1.0", "built for Spark 4.1"),
+        ("delta-spark==4.5.0", "up to the 4.4 series"),
     ):
         with pytest.raises(HarnessError, match=why):
             parse_engine_release(bad, ENGINE_NAMES)

@@ -2,10 +2,11 @@
 a real stored run the way a buggy engine would write it, must be named by
 that checker, and by no other kind of it; the untouched run must be valid.
 
-Runs are real (delta-rs, local directory, one per workload), made once per
-test. A plant edits a copy of the run folder: its table (log actions, data
-files) or its history (what the engine reported). Kinds of the README's
-checker table with no plant here are listed there as unproven, and
+Runs are real (delta-rs, local directory, one per workload; delta-spark for
+the workloads delta-rs cannot run), made once per test. A plant edits a
+copy of the run folder: its table (log actions, data files) or its history
+(what the engine reported). Kinds of the README's checker table with no
+plant here are listed there as unproven, and
 `test_every_readme_kind_is_planted_or_listed_unproven` keeps both in step.
 """
 
@@ -664,6 +665,64 @@ def plant_half_written_checkpoint(run: Run) -> None:
     ck.write_bytes(data[: len(data) // 2])
 
 
+# -- plants: identity workload (delta-spark) ---------------------------------------------
+
+
+def _identity_commits(run: Run) -> list[tuple[int, list[dict]]]:
+    """Commits that inserted rows (and so generated identity values), newest first."""
+    out = []
+    for v in reversed(run.versions()):
+        acts = run.actions(v)
+        info = next((a["commitInfo"] for a in acts if "commitInfo" in a), {})
+        if info.get("operation") == "WRITE" and any("add" in a for a in acts):
+            out.append((v, acts))
+    return out
+
+
+def plant_duplicate_identity_value(run: Run) -> None:
+    # The newest insert gives one of its rows the identity value of a row
+    # an older insert got.
+    commits = _identity_commits(run)
+    acts, older = commits[0][1], commits[-1][1]
+    taken = run.data(next(a["add"] for a in older if "add" in a)).column("uid")[0].as_py()
+    add = next(a["add"] for a in acts if "add" in a)
+    table = run.data(add)
+    uids = table.column("uid").to_pylist()
+    uids[0] = taken
+    table = table.set_column(table.schema.get_field_index("uid"), "uid", pa.array(uids, table.schema.field("uid").type))
+    pq.write_table(table, run.root / "table" / add["path"])
+
+
+def _schema_metadata(acts: list[dict], edit: Callable[[dict], None]) -> list[dict]:
+    for a in acts:
+        if "metaData" in a:
+            schema = json.loads(a["metaData"]["schemaString"])
+            edit(next(f["metadata"] for f in schema["fields"] if f["name"] == "uid"))
+            a["metaData"]["schemaString"] = json.dumps(schema)
+    return acts
+
+
+def plant_identity_high_water_mark(run: Run) -> None:
+    # An insert's commit records a high water mark below the values it wrote.
+    v, acts = _identity_commits(run)[0]
+
+    def lower(meta: dict) -> None:
+        meta["delta.identity.highWaterMark"] = int(meta["delta.identity.highWaterMark"]) - 1
+
+    run.write_actions(v, _schema_metadata(acts, lower))
+
+
+def plant_concurrent_identity_commit(run: Run) -> None:
+    # An insert whose transaction read a version older than the insert just
+    # before it, and committed all the same.
+    commits = _identity_commits(run)
+    (v, acts), (w, _) = next((a, b) for a, b in zip(commits, commits[1:], strict=False) if a[0] - b[0] == 1)
+    for a in acts:
+        if "commitInfo" in a:
+            a["commitInfo"]["readVersion"] = w - 1
+    run.write_actions(v, acts)
+
+
 @dataclass(frozen=True)
 class Plant:
     checker: str
@@ -743,10 +802,23 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("log-sanity", "missing-data-file", plant_vacuumed_live_file),
         Plant("log-sanity", "log-checkpoint-broken", plant_half_written_checkpoint, keep_checkpoints=True),
     ),
+    "identity": (
+        Plant("identity", "duplicate-identity-value", plant_duplicate_identity_value),
+        Plant("identity", "identity-high-water-mark", plant_identity_high_water_mark),
+        Plant("identity", "concurrent-identity-commit", plant_concurrent_identity_commit),
+    ),
 }
 # partitioned: one client, since delta-rs refuses writes on disjoint
 # partitions (a README finding, P1) and the untouched run must be valid.
 CONCURRENCY = {"compaction": 1, "partitioned": 1}
+# Workloads delta-rs cannot run: identity columns come with delta-spark 4.4
+# (its Spark 4.0 build, in an environment of its own).
+# One JVM (its sessions still race), a longer run and a longer wait: the
+# first use builds the release's environment and fetches its jars.
+ENGINE = {"identity": "delta-spark==4.4.0"}
+TIME_LIMIT = {"identity": 8}
+EXTRA = {"identity": ("--nodes", "1")}
+CLI_TIMEOUT = {"identity": 900.0}
 
 
 def _make_run(workload: str, results: Path) -> Path:
@@ -755,18 +827,20 @@ def _make_run(workload: str, results: Path) -> Path:
         "--workload",
         workload,
         "--engine",
-        "delta-rs",
+        ENGINE.get(workload, "delta-rs"),
         "--storage",
         "local",
         "--concurrency",
         str(CONCURRENCY.get(workload, 3)),
         "--time-limit",
-        "4",
+        str(TIME_LIMIT.get(workload, 4)),
         "--seed",
         "7",
         "--results-dir",
         str(results),
         "--no-progress",
+        *EXTRA.get(workload, ()),
+        timeout=CLI_TIMEOUT.get(workload, 300.0),
     )
     assert res.returncode == 0, res.stdout + res.stderr
     return only_run_dir(results)

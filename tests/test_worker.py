@@ -25,6 +25,21 @@ def test_an_op_the_engine_cannot_run_is_reported_unsupported(tmp_path: Path) -> 
     assert "delta-rs" in reply["error"]["raw"]
 
 
+def test_a_table_with_an_identity_column_is_unsupported_where_the_engine_cannot_declare_one(tmp_path: Path) -> None:
+    from harness.engines.deltaspark import capabilities_of
+
+    client = _client(tmp_path)
+    wl = make_workload("identity", 1)
+    reply = run_op(client, wl, wl.table(), {"f": "create-table", "id": "setup.1", "value": None})
+    assert reply["type"] == "fail" and reply["error"]["class"] == "unsupported"
+    assert reply["error"]["raw"] == "delta-rs cannot run 'create-table' (it has no identity-columns)"
+    assert not (tmp_path / "t").exists()
+    # delta-spark: from 4.4 on, whose SQL CREATE TABLE declares one.
+    assert "identity-columns" not in capabilities_of(None).ops
+    assert "identity-columns" not in capabilities_of("4.0.1").ops
+    assert "identity-columns" in capabilities_of("4.4.0").ops
+
+
 def test_ops_run_and_report_versions(tmp_path: Path) -> None:
     client = _client(tmp_path)
     wl = make_workload("append", 1)

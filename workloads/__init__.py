@@ -21,6 +21,7 @@ _REGISTRY: dict[str, str] = {
     "create-race": "workloads.create_race:CreateRaceWorkload",
     "bank-overwrite": "workloads.bank_overwrite:BankOverwriteWorkload",
     "maintenance": "workloads.maintenance:MaintenanceWorkload",
+    "identity": "workloads.identity:IdentityWorkload",
 }
 WORKLOAD_NAMES = tuple(_REGISTRY)
 

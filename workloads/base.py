@@ -97,6 +97,13 @@ class Workload(ABC):
         """A whole-table read, through SQL or the DataFrame API at random."""
         return OpSpec("read", op_id, {"via": gen.rng.choice(VIAS)})
 
+    @staticmethod
+    def read_ids(client: EngineClient, value: dict[str, Any]) -> OpResult:
+        """A whole-table read of the row ids, as a read op's value records them."""
+        res = client.read(["id"], value.get("via", "dataframe"))
+        res.value = {**value, "ids": sorted(r[0] for r in res.value)}
+        return res
+
     def primitive(self, f: str) -> str:
         """The engine primitive op `f` needs (an engine without it reports the op unsupported)."""
         return self.primitives.get(f, f)

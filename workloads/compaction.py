@@ -102,9 +102,7 @@ class CompactionWorkload(Workload):
         elif f in ("optimize", "optimize-zorder"):
             res = client.optimize(op["id"], value.get("zorder_by"))
         elif f == "read":
-            res = client.read(["id"], value.get("via", "dataframe"))
-            res.value = {**value, "ids": sorted(r[0] for r in res.value)}
-            return res
+            return self.read_ids(client, value)
         else:
             raise ValueError(f"compaction workload has no op {f!r}")
         res.value = {**value, **(res.value or {})}

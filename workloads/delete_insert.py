@@ -80,7 +80,5 @@ class DeleteInsertWorkload(Workload):
             res.value = {**value, **(res.value or {})}
             return res
         if f == "read":
-            res = client.read(["id"], value.get("via", "dataframe"))
-            res.value = {**value, "ids": sorted(r[0] for r in res.value)}
-            return res
+            return self.read_ids(client, value)
         raise ValueError(f"delete-insert workload has no op {f!r}")

@@ -108,9 +108,7 @@ class MaintenanceWorkload(Workload):
             rows = [(i, k, op["id"]) for i, k in zip(value["ids"], value["keys"], strict=True)]
             return client.append(rows, table, value["via"], op["id"])
         if f == "read":
-            res = client.read(["id"], value.get("via", "dataframe"))
-            res.value = {**value, "ids": sorted(r[0] for r in res.value)}
-            return res
+            return self.read_ids(client, value)
         if f == "read-as-of":
             version = max(0, client.latest_version() - int(value["back"]))
             res = client.read_as_of(["id"], version, value.get("via", "dataframe"))

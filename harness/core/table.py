@@ -23,18 +23,28 @@ class TableSpec:
     columns: tuple[Column, ...]
     partition_by: tuple[str, ...] = ()
     properties: tuple[tuple[str, str], ...] = ()
+    # A column the engine fills (GENERATED ALWAYS AS IDENTITY, spec C19):
+    # writes name every column but this one.
+    identity: str | None = None
 
     def column_names(self) -> list[str]:
         """The columns' names, in order."""
         return [c.name for c in self.columns]
 
+    def written_columns(self) -> tuple[Column, ...]:
+        """The columns a write gives values for: all but the identity column."""
+        return tuple(c for c in self.columns if c.name != self.identity)
+
     def to_json(self) -> dict[str, Any]:
         """As recorded in the create-table op and spec.json."""
-        return {
+        out: dict[str, Any] = {
             "columns": [[c.name, c.type] for c in self.columns],
             "partition_by": list(self.partition_by),
             "properties": dict(self.properties),
         }
+        if self.identity is not None:
+            out["identity"] = self.identity
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TableSpec:
@@ -42,6 +52,7 @@ class TableSpec:
             columns=tuple(Column(n, t) for n, t in d["columns"]),
             partition_by=tuple(d.get("partition_by", ())),
             properties=tuple(sorted(d.get("properties", {}).items())),
+            identity=d["identity"] if isinstance(d.get("identity"), str) else None,
         )
 
 

@@ -8,11 +8,13 @@ from typing import Any
 from harness.core.errors import HarnessError
 from harness.engines.base import ClientConfig, Engine, EngineClient
 from harness.engines.deltars import DeltaRsClient, DeltaRsEngine
-from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES, DeltaSparkEngine
+from harness.engines.deltaspark import DeltaSparkEngine
+from harness.engines.deltaspark import installed_capabilities as delta_spark_capabilities
 from harness.engines.releases import EngineRelease, parse_engine_release
 from harness.engines.remote import CAPABILITIES as SPARK_CONNECT_CAPABILITIES
 from harness.engines.remote import SparkConnectRemoteEngine
-from harness.engines.sail import SailEngine, installed_capabilities
+from harness.engines.sail import SailEngine
+from harness.engines.sail import installed_capabilities as sail_capabilities
 from harness.engines.spark import DeltaSparkClient, SparkConnectClient
 
 ENGINE_NAMES = ("delta-spark", "sail", "delta-rs", "spark-connect")
@@ -58,9 +60,9 @@ def make_engine(name: str, release: str | None = None, **options: Any) -> Engine
 
 def make_client(config: ClientConfig) -> EngineClient:
     if config.engine == "delta-spark":
-        return DeltaSparkClient(config, "delta-spark", DELTA_SPARK_CAPABILITIES)
+        return DeltaSparkClient(config, "delta-spark", delta_spark_capabilities())
     if config.engine == "sail":
-        return SparkConnectClient(config, "sail", installed_capabilities())
+        return SparkConnectClient(config, "sail", sail_capabilities())
     if config.engine == "delta-rs":
         return DeltaRsClient(config)
     if config.engine == "spark-connect":

@@ -112,7 +112,8 @@ class EngineClient(ABC):
 
     @abstractmethod
     def append(self, rows: list[tuple], table: TableSpec, via: str, op_id: str) -> OpResult:
-        """Blind append of `rows` (tuples in column order), spec C9."""
+        """Blind append of `rows` (tuples in column order, the identity
+        column left out: `TableSpec.written_columns`), spec C9."""
 
     def update(self, where: str, assignments: dict[str, str], op_id: str, via: str = "sql") -> OpResult:
         """UPDATE ... SET col = <SQL expression> WHERE <SQL predicate>; the

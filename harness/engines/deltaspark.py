@@ -21,6 +21,7 @@ per commit; its jar is not on every Maven mirror).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -76,6 +77,32 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
     default_isolation="Serializable",
     notes="versions from the log: every commit carries its op id as userMetadata, and its readVersion",
 )
+
+# Ops a release has from the release named on (ops not named: all supported
+# releases). Identity columns: delta-spark 3.3 writes them, but only from
+# 4.4 does SQL's CREATE TABLE declare one (the pinned 4.0.1 refuses it with
+# UNSUPPORTED_FEATURE.TABLE_OPERATION; its builder API is not reachable
+# through Spark Connect without Delta Connect, which Maven Central lacks).
+SINCE: dict[str, tuple[int, int]] = {"identity-columns": (4, 4)}
+
+
+def capabilities_of(release: str | None) -> Capabilities:
+    """The capabilities of a delta-spark release (None: the pinned one)."""
+    if release is None:
+        return DELTA_SPARK_CAPABILITIES
+    v = parse_release(release)[:2]
+    ops = frozenset(op for op in DELTA_SPARK_CAPABILITIES.ops if v >= SINCE.get(op, (0, 0)))
+    ops |= {op for op, since in SINCE.items() if v >= since}
+    return dataclasses.replace(DELTA_SPARK_CAPABILITIES, ops=ops)
+
+
+def installed_capabilities() -> Capabilities:
+    """Where a client runs: the capabilities of the delta-spark installed
+    there (the harness's own, or a release's environment)."""
+    from importlib.metadata import version
+
+    return capabilities_of(version("delta-spark"))
+
 
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DRIVER_MEMORY_ENV = "DJ_SPARK_DRIVER_MEMORY"
@@ -228,6 +255,7 @@ class DeltaSparkEngine(ServerEngine):
                 f"(it came with {'.'.join(map(str, COORDINATOR_SINCE))})"
             )
         self.log_store = log_store
+        self.capabilities = capabilities_of(release)
         # A release other than the pinned one: its Spark, pyspark client and
         # Delta jars come from an environment of its own (harness.engines.envs).
         self.release = release

@@ -71,6 +71,10 @@ def _spark_jar_versions(home: Path | None = None) -> dict[str, str]:
     return out
 
 
+def _release_tuple(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", release)[:3])
+
+
 @dataclass(frozen=True)
 class Versions:
     """What the installed packages pin; every coordinate follows from it."""
@@ -105,12 +109,20 @@ class Versions:
         return cls(spark, ".".join(scala.split(".")[:2]), hadoop, delta, None if own else home, connect)
 
     @property
+    def delta_artifact(self) -> str:
+        """delta-spark's Maven artifact for this Spark: from Delta 4.3 one per
+        Spark it is built for (delta-spark_4.0_2.13), before that one only."""
+        if _release_tuple(self.delta) >= (4, 3):
+            return f"delta-spark_{'.'.join(self.spark.split('.')[:2])}_{self.scala}"
+        return f"delta-spark_{self.scala}"
+
+    @property
     def spark_home(self) -> Path:
         return self.home or spark_home()
 
     def coordinates(self, features: Iterable[str]) -> list[str]:
         fs = set(features) | {"delta"}
-        out = [f"io.delta:delta-spark_{self.scala}:{self.delta}", f"io.delta:delta-storage:{self.delta}"]
+        out = [f"io.delta:{self.delta_artifact}:{self.delta}", f"io.delta:delta-storage:{self.delta}"]
         if self.connect:
             out.append(f"org.apache.spark:spark-connect_{self.scala}:{self.spark}")
         if fs & {"s3", "dynamodb", "coordinator"}:

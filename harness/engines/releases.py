@@ -43,7 +43,13 @@ _DELTA_SPARK_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
     ((3, 2, 1), "3.5.0", ("pandas==2.2.3", "pyarrow==14.0.2", "numpy==1.26.4")),
     ((4, 0, 0), "3.5.4", ("pandas==2.2.3", "pyarrow==14.0.2", "numpy==1.26.4")),
     ((4, 1, 0), "4.0.0", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
+    # From 4.3 each release comes built for several Sparks, one artifact
+    # each (delta-spark_4.0_2.13 is the Spark 4.0.1 build): these run there.
+    ((4, 5, 0), "4.0.1", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
 )
+# delta-spark 4.1 and 4.2 are built for Spark 4.1 only, which the harness
+# does not run.
+DELTA_SPARK_GAP = ((4, 1), (4, 2))
 # What the harness's own code needs beside a Spark Connect client where a
 # conformance worker runs in the release's environment and starts that
 # release's servers itself: the store's client (copying template tables), the
@@ -61,7 +67,7 @@ _SAIL_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
     ((0, 8, 0), "4.0.1", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
 )
 OLDEST = {"delta-rs": DELTARS_OLDEST, "delta-spark": DELTA_SPARK_OLDEST, "sail": SAIL_OLDEST}
-NEWEST_SERIES = {"delta-spark": (4, 0), "sail": (0, 7)}
+NEWEST_SERIES = {"delta-spark": (4, 4), "sail": (0, 7)}
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,11 @@ def parse_engine_release(entry: str, names: tuple[str, ...]) -> EngineRelease:
         raise HarnessError(
             f"--engine {entry.strip()}: {PACKAGES[name]} releases up to the {'.'.join(map(str, newest))} series "
             "are supported"
+        )
+    if name == "delta-spark" and parse_release(release)[:2] in DELTA_SPARK_GAP:
+        raise HarnessError(
+            f"--engine {entry.strip()}: delta-spark 4.1 and 4.2 are built for Spark 4.1, which the harness does "
+            "not run; releases from 4.3 run on their Spark 4.0 build"
         )
     return EngineRelease(name, release)
 

@@ -7,6 +7,7 @@ through SQL and the DataFrame API, chosen per op by the workload.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from harness.core.table import Column, TableSpec
@@ -115,11 +116,21 @@ class SparkConnectClient(EngineClient):
             self._registered = True
 
     def create_table(self, table: TableSpec) -> OpResult:
-        cols = ", ".join(f"{c.name} {c.type}" for c in table.columns)
-        stmt = f"CREATE TABLE {self.table_ref} ({cols}) USING delta"
+        name = self.table_ref
+        if table.identity is not None and self.path_identifiers:
+            # delta-spark refuses an identity column in CREATE TABLE
+            # delta.`<path>` (UNSUPPORTED_FEATURE.TABLE_OPERATION): the table
+            # is created under a catalog name of its own, at its location,
+            # and written by path like any other.
+            name = "dj_identity_" + hashlib.sha1(self.config.table_uri.encode()).hexdigest()[:16]
+        cols = ", ".join(
+            f"{c.name} {c.type}" + (" GENERATED ALWAYS AS IDENTITY" if c.name == table.identity else "")
+            for c in table.columns
+        )
+        stmt = f"CREATE TABLE {name} ({cols}) USING delta"
         if table.partition_by:
             stmt += f" PARTITIONED BY ({', '.join(table.partition_by)})"
-        if not self.path_identifiers:
+        if name != self.table_ref or not self.path_identifiers:
             stmt += f" LOCATION {sql_literal(self.config.table_uri)}"
         if table.properties:
             props = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in table.properties)
@@ -146,9 +157,10 @@ class SparkConnectClient(EngineClient):
         if via == "sql":
             self._register()
             self._tag(op_id)
-            self._sql(f"INSERT INTO {self.table_ref} ({', '.join(table.column_names())}) VALUES {sql_values(rows)}")
+            names = ", ".join(c.name for c in table.written_columns())
+            self._sql(f"INSERT INTO {self.table_ref} ({names}) VALUES {sql_values(rows)}")
         else:
-            schema = ", ".join(f"{c.name} {c.type}" for c in table.columns)
+            schema = ", ".join(f"{c.name} {c.type}" for c in table.written_columns())
             df = self.spark.createDataFrame(rows, schema)
             # userMetadata lands in commitInfo: the log then names the op.
             df.write.format("delta").mode("append").option("userMetadata", op_id).save(self.config.table_uri)

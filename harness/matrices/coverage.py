@@ -50,7 +50,6 @@ NOT_YET: dict[str, str] = {
     "C10": "no check says that an op which neither committed nor failed within its time limit, outside "
     "any fault, broke it (such ops are reported indeterminate)",
     "C18": "no streaming workload",
-    "C19": "no workload writes a table with an identity column",
 }
 
 
