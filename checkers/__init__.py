@@ -17,6 +17,7 @@ from checkers import (
     list_append,
     log_sanity,
     metadata,
+    multi_table,
     partitions,
     read_validity,
     restore,
@@ -51,6 +52,7 @@ CHECKERS: dict[str, CheckerFn] = {
     restore.NAME: restore.check,
     vacuum.NAME: vacuum.check,
     identity.NAME: identity.check,
+    multi_table.NAME: multi_table.check,
 }
 
 

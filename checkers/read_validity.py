@@ -23,7 +23,9 @@ from harness.deltalog import TransactionLog
 NAME = "read-validity"
 
 
-class _Windows:
+class ReadWindows:
+    """Each read's real-time window of versions [lo, hi] (the module docstring)."""
+
     def __init__(self, history: History, facts: TableFacts):
         # Every write narrows the windows, also one that adds no rows (a
         # DELETE of everything): its commit is found by the op id in its
@@ -120,7 +122,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     rs = reads(history)
     if facts.latest is None:
         return no_versions(NAME, "reads")
-    windows = _Windows(history, facts)
+    windows = ReadWindows(history, facts)
     anomalies: list[Anomaly] = []
     matched: list[tuple[Op, list[int], int, int, str]] = []
     # The oldest version each read can have seen: what later reads must not

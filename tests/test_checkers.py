@@ -56,6 +56,7 @@ def test_registry_has_every_checker():
         "durability",
         "atomicity",
         "identity",
+        "multi-table",
         "duplicates",
         "read-validity",
         "serializability",

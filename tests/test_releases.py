@@ -83,7 +83,14 @@ def test_a_sail_release_gets_the_client_that_can_read_its_answers_and_the_ops_it
     # pyspark 4.0 cannot read the DML results of Sail before 0.7.
     assert req("0.6.6")[:2] == ("pysail==0.6.6", "pyspark[connect]==3.5.4")
     assert req("0.7.2")[:2] == ("pysail==0.7.2", "pyspark[connect]==4.0.1")
-    assert capabilities_of("0.3.7").ops == {"create-table", "create-table-at", "append", "read", "insert_select"}
+    assert capabilities_of("0.3.7").ops == {
+        "create-table",
+        "create-table-at",
+        "append",
+        "read",
+        "insert_select",
+        "read-tables",
+    }
     assert "update" not in capabilities_of("0.6.6").ops and "merge" in capabilities_of("0.6.6").ops
     assert "sail 0.5.3 lacks merge, set-properties, update" in capabilities_of("0.5.3").notes
     assert capabilities_of("0.7.2").ops == SAIL_CAPABILITIES.ops

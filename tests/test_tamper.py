@@ -723,6 +723,28 @@ def plant_concurrent_identity_commit(run: Run) -> None:
     run.write_actions(v, acts)
 
 
+# -- plants: multi-table workload -------------------------------------------------------
+
+
+def plant_cross_table_commit(run: Run) -> None:
+    # A commit of table a that carries rows an op wrote to table b.
+    other = Run(run.root)
+    other.log_dir = run.root / "table" / "b" / "_delta_log"
+    for v in reversed(other.versions()):
+        adds = other.adds(v)
+        if adds:
+            rows = pq.read_table(run.root / "table" / "b" / adds[0]["path"])
+            run.append_commit([{"add": run.write_data(rows)}])
+            return
+    raise LookupError("table b has no data file")
+
+
+def plant_multi_table_read_mismatch(run: Run) -> None:
+    # A query over both tables answered with a row table b never had.
+    e = next(e for e in reversed(run.events()) if e["type"] == "ok" and e["f"] == "read-both")
+    run.edit_event(e["index"], value={**e["value"], "b": sorted([*e["value"]["b"], 999_999])})
+
+
 @dataclass(frozen=True)
 class Plant:
     checker: str
@@ -801,6 +823,10 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("vacuum", "vacuumed-live-file", plant_vacuumed_live_file),
         Plant("log-sanity", "missing-data-file", plant_vacuumed_live_file),
         Plant("log-sanity", "log-checkpoint-broken", plant_half_written_checkpoint, keep_checkpoints=True),
+    ),
+    "multi-table": (
+        Plant("multi-table", "cross-table-commit", plant_cross_table_commit),
+        Plant("multi-table", "multi-table-read-mismatch", plant_multi_table_read_mismatch),
     ),
     "identity": (
         Plant("identity", "duplicate-identity-value", plant_duplicate_identity_value),

@@ -22,6 +22,7 @@ _REGISTRY: dict[str, str] = {
     "bank-overwrite": "workloads.bank_overwrite:BankOverwriteWorkload",
     "maintenance": "workloads.maintenance:MaintenanceWorkload",
     "identity": "workloads.identity:IdentityWorkload",
+    "multi-table": "workloads.multi_table:MultiTableWorkload",
 }
 WORKLOAD_NAMES = tuple(_REGISTRY)
 

@@ -43,6 +43,12 @@ class SlotGenerator:
         self.slot = slot
         self.seq = 0
 
+    def pick(self, mix: tuple[tuple[str, float], ...]) -> str:
+        """An op name from a cumulative mix, ((name, upper bound), ...), the
+        last bound 1.0: one draw of this slot's stream."""
+        r = self.rng.random()
+        return next(name for name, upto in mix if r < upto)
+
     def next_id(self) -> str:
         """The next op id of this slot, `<slot>.<seq>`."""
         self.seq += 1

@@ -64,8 +64,7 @@ class CompactionWorkload(Workload):
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
         rng = gen.rng
-        r = rng.random()
-        f = next(name for name, upto in _MIX if r < upto)
+        f = gen.pick(_MIX)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         if f == "read":
             return self.read_op(gen, op_id)

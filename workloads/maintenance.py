@@ -80,8 +80,7 @@ class MaintenanceWorkload(Workload):
         op_id = gen.next_id()
         rng = gen.rng
         mix = _OPERATOR_MIX if gen.slot == 0 else _WRITER_MIX
-        r = rng.random()
-        f = next(name for name, upto in mix if r < upto)
+        f = gen.pick(mix)
         slot = gen.slot if isinstance(gen.slot, int) else 0
         if f == "read":
             return self.read_op(gen, op_id)

@@ -110,8 +110,7 @@ class PartitionedWorkload(Workload):
     def next_op(self, gen: SlotGenerator) -> OpSpec:
         op_id = gen.next_id()
         rng = gen.rng
-        r = rng.random()
-        f = next(name for name, upto in _MIX if r < upto)
+        f = gen.pick(_MIX)
         if f == "read":
             return self.read_op(gen, op_id)
         p = rng.randrange(len(PARTITIONS))

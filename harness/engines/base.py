@@ -198,6 +198,13 @@ class EngineClient(ABC):
         """The table's newest committed version, as this client sees it now."""
         raise NotImplementedError(f"{self.name} does not report the table's version")
 
+    def read_tables(self, uris: list[str], columns: list[str]) -> OpResult:
+        """One query over several tables (spec C2): `columns` of each table
+        at `uris`, tagged by table. value: {"rows": one list of row tuples
+        per table, in order; "versions": the version each was read at where
+        the engine says, else None}."""
+        raise NotImplementedError(f"{self.name} has no query over several tables")
+
     def read_as_of(self, columns: list[str], version: int, via: str = "dataframe") -> OpResult:
         """Time travel: read the whole table as of `version` (spec T1).
         value: list of row tuples."""
@@ -316,3 +323,25 @@ class Engine(ABC):
         if storage.kind == "local":
             return "create-if-absent of the commit file on the local file system"
         return "put-if-absent on the object store (If-None-Match: * on the commit PUT)"
+
+
+# The column a query over several tables tags each row with its table by.
+TABLE_TAG = "dj_table_index"
+
+
+def multi_table_sql(names: list[str], columns: list[str]) -> str:
+    """One statement reading every table named (spec C2): each table's
+    `columns`, tagged with its place in `names`."""
+    cols = ", ".join(columns)
+    return " UNION ALL ".join(f"SELECT {i} AS {TABLE_TAG}, {cols} FROM {name}" for i, name in enumerate(names))
+
+
+def split_by_table(table: Any, n: int, columns: list[str]) -> list[list[tuple]]:
+    """The rows of a `multi_table_sql` result (a pyarrow table), one list per table."""
+    out: list[list[tuple]] = [[] for _ in range(n)]
+    if table.num_rows == 0:
+        return out
+    tags = table.column(TABLE_TAG).to_pylist()
+    for tag, *row in zip(tags, *(table.column(c).to_pylist() for c in columns), strict=True):
+        out[int(tag)].append(tuple(row))
+    return out

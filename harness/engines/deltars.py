@@ -9,7 +9,16 @@ from typing import Any
 
 from harness.core.storage import Storage
 from harness.core.table import Column, TableSpec
-from harness.engines.base import Capabilities, ClientConfig, Engine, EngineClient, Node, OpResult
+from harness.engines.base import (
+    Capabilities,
+    ClientConfig,
+    Engine,
+    EngineClient,
+    Node,
+    OpResult,
+    multi_table_sql,
+    split_by_table,
+)
 from harness.engines.deltars_api import DeltaRsApi
 from harness.engines.envs import ReleaseEnv, ensure
 from harness.engines.errors import Classified, classify_deltars
@@ -34,6 +43,7 @@ DELTARS_CAPABILITIES = Capabilities(
             "restore",
             "vacuum",
             "checkpoint",
+            "read-tables",
         }
     ),
     read_version_known=True,
@@ -95,10 +105,19 @@ def arrow_schema(table: TableSpec) -> Any:
 def query(dt: Any, name: str, sql: str) -> Any:
     """`sql` over the table object's snapshot, registered as `name`, as a
     pyarrow table (QueryBuilder, from 0.22; what it returns changed twice)."""
+    return query_tables({name: dt}, sql)
+
+
+def query_tables(tables: dict[str, Any], sql: str) -> Any:
+    """`sql` over table objects' snapshots, each registered under its name."""
     import pyarrow as pa
     from deltalake import QueryBuilder
 
-    res = QueryBuilder().register(name, dt).execute(sql)
+    qb = QueryBuilder()
+    for name, one in tables.items():
+        qb = qb.register(name, one)
+    dt = next(iter(tables.values()))
+    res = qb.execute(sql)
     if hasattr(res, "read_all"):  # 1.x: a RecordBatchReader
         return res.read_all()
     if hasattr(res, "fetchall"):  # 0.23-0.25: a QueryResult
@@ -430,6 +449,16 @@ class DeltaRsClient(EngineClient):
         else:
             t = dt.to_pyarrow_table(columns=list(columns))
         return list(zip(*(t.column(c).to_pylist() for c in columns), strict=True))
+
+    def read_tables(self, uris: list[str], columns: list[str]) -> OpResult:
+        from deltalake import DeltaTable
+
+        # Each table object loads its latest version as it is opened (C2: no
+        # snapshot across tables); the query reads those snapshots.
+        tables = {f"t{i}": DeltaTable(uri, storage_options=self.options or None) for i, uri in enumerate(uris)}
+        versions = [dt.version() for dt in tables.values()]
+        t = query_tables(tables, multi_table_sql(list(tables), columns))
+        return OpResult(value={"rows": split_by_table(t, len(uris), columns), "versions": versions})
 
     def read(self, columns: list[str], via: str = "dataframe") -> OpResult:
         dt = self._table()

@@ -68,6 +68,8 @@ class DeltaRsApi:
             ops |= {"update", "delete", "merge"}
         if self.has("dml") and self.has("query-builder"):
             ops.add("insert_select")
+        if self.has("query-builder"):
+            ops.add("read-tables")
         if self.has("add-columns"):
             ops.add("add-columns")
         if self.has("set-properties"):

@@ -65,6 +65,7 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
             "read-as-of",
             "restore",
             "vacuum",
+            "read-tables",
         }
     ),
     # Through Spark Connect a statement reports neither version; the log's

@@ -39,6 +39,7 @@ SAIL_CAPABILITIES = Capabilities(
             "insert_select",
             "set-properties",
             "create-table-at",
+            "read-tables",
         }
     ),
     read_version_known=False,

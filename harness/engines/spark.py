@@ -11,7 +11,7 @@ import hashlib
 from typing import Any
 
 from harness.core.table import Column, TableSpec
-from harness.engines.base import Capabilities, ClientConfig, EngineClient, OpResult
+from harness.engines.base import Capabilities, ClientConfig, EngineClient, OpResult, multi_table_sql, split_by_table
 from harness.engines.errors import Classified, classify_spark
 
 # Sail keeps a catalog per session, so each session registers the table
@@ -271,6 +271,22 @@ class SparkConnectClient(EngineClient):
         if t.num_rows == 0:
             return OpResult(value=[])
         return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
+
+    def read_tables(self, uris: list[str], columns: list[str]) -> OpResult:
+        names = []
+        for uri in uris:
+            if uri == self.config.table_uri:
+                self._register()
+                names.append(self.table_ref)
+            elif self.path_identifiers:
+                names.append("delta.`" + uri.replace("`", "``") + "`")
+            else:
+                # A catalog name of its own per table, in this session's catalog.
+                name = "dj_other_" + hashlib.sha1(uri.encode()).hexdigest()[:16]
+                self._sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_literal(uri)}")
+                names.append(name)
+        t = _to_arrow(self.spark.sql(multi_table_sql(names, columns)))
+        return OpResult(value={"rows": split_by_table(t, len(uris), columns), "versions": None})
 
     def latest_version(self) -> int:
         self._register()

@@ -45,8 +45,6 @@ NOT_APPLICABLE: dict[str, str] = {
 }
 
 NOT_YET: dict[str, str] = {
-    "C1": "no workload writes two tables, so no check sees that a commit lands in one table's log only",
-    "C2": "no workload reads two tables in one query",
     "C10": "no check says that an op which neither committed nor failed within its time limit, outside "
     "any fault, broke it (such ops are reported indeterminate)",
     "C18": "no streaming workload",
