@@ -22,6 +22,7 @@ from checkers import (
     read_validity,
     restore,
     serializability,
+    streaming,
     time_travel,
     unique_key,
     vacuum,
@@ -53,6 +54,7 @@ CHECKERS: dict[str, CheckerFn] = {
     vacuum.NAME: vacuum.check,
     identity.NAME: identity.check,
     multi_table.NAME: multi_table.check,
+    streaming.NAME: streaming.check,
 }
 
 

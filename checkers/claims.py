@@ -186,6 +186,12 @@ CLAIMS: dict[str, str] = {
         "smallest, for a negative step) as the column's `delta.identity.highWaterMark` (the Delta protocol's "
         "identity columns)."
     ),
+    "T5": (
+        "A Structured Streaming query that writes a Delta table as its sink, with a checkpoint, writes each "
+        "row of its source exactly once, also when it is stopped or its driver dies mid-batch and it restarts "
+        "from the checkpoint: the sink's commits record the query id and batch id (a `txn` action) and a "
+        "batch already committed is not written again."
+    ),
 }
 
 # Claims the project adds beyond the spec's concurrency contract.

@@ -107,6 +107,9 @@ _TABLE: tuple[AnomalyKind, ...] = (
     AnomalyKind("vacuumed-live-file", ("T2",), "VACUUM deleted a file still in retention", ("vacuum",)),
     AnomalyKind("duplicate-identity-value", ("T4",), "Identity value given twice", ("identity",)),
     AnomalyKind("identity-high-water-mark", ("T4",), "High water mark below a value written", ("identity",)),
+    AnomalyKind("stream-duplicate-row", ("T5",), "A source row reached the sink twice", ("streaming",)),
+    AnomalyKind("stream-lost-row", ("T5",), "A source row never reached the sink", ("streaming",)),
+    AnomalyKind("stream-crossed-metadata-change", ("C18",), "A stream read past a metadata change", ("streaming",)),
     AnomalyKind("cross-table-commit", ("C1",), "A commit carried another table's write", ("multi-table",)),
     AnomalyKind(
         "multi-table-read-mismatch", ("C2",), "A query over two tables saw no version of one", ("multi-table",)

@@ -8,6 +8,8 @@ from nemeses.base import Nemesis
 # name -> "module:Class"
 _REGISTRY: dict[str, str] = {
     "kill": "nemeses.process:KillNemesis",
+    "kill-node": "nemeses.process:KillNodeNemesis",
+    "kill-mid-op": "nemeses.process:KillMidOpNemesis",
     "pause": "nemeses.pause:PauseNemesis",
     "clock": "nemeses.clock:ClockNemesis",
     "partition": "nemeses.s3:PartitionNemesis",

@@ -18,11 +18,13 @@ from harness.s3proxy.client import S3ProxyClient
 
 @dataclass(frozen=True)
 class ClientProc:
-    """A live client worker: its logical process, node and OS pid."""
+    """A live client worker: its logical process, node and OS pid, and the
+    op it is running (None between ops)."""
 
     process: int
     node: str
     pid: int
+    op: str | None = None
 
 
 class Cluster(Protocol):
@@ -67,6 +69,9 @@ class NemesisContext:
     storage_kind: str = "local"
     # Seconds a fault stays on: targets that must outlast it (blackholes) use it.
     fault_seconds: float = 5.0
+    # The ops a fault aims at where it aims at ops (the workload's
+    # `kill_during`: VACUUM, RESTORE, checkpoints).
+    target_ops: frozenset[str] = frozenset()
 
 
 class NemesisError(Exception):

@@ -57,6 +57,7 @@ def test_registry_has_every_checker():
         "atomicity",
         "identity",
         "multi-table",
+        "streaming",
         "duplicates",
         "read-validity",
         "serializability",

@@ -119,7 +119,7 @@ def _armed(cluster: FakeCluster, proxy: Any) -> list[str]:
 
 def nemesis_contract(nem: Nemesis, cluster: FakeCluster, proxy: Any) -> list[str]:
     """What the nemesis breaks of its contract (empty: nothing)."""
-    ctx = NemesisContext(random.Random(3), cluster, proxy, "s3", fault_seconds=2.0)
+    ctx = NemesisContext(random.Random(3), cluster, proxy, "s3", fault_seconds=2.0, target_ops=frozenset({"vacuum"}))
     try:
         started = nem.start(ctx)
     except NemesisError as e:

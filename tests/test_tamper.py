@@ -745,6 +745,68 @@ def plant_multi_table_read_mismatch(run: Run) -> None:
     run.edit_event(e["index"], value={**e["value"], "b": sorted([*e["value"]["b"], 999_999])})
 
 
+# -- plants: streaming workload (delta-spark, its JVM killed mid-run) ---------------------
+
+
+def _sink(run: Run) -> Run:
+    sink = Run(run.root)
+    sink.log_dir = run.root / "table" / "stream" / "sink" / "_delta_log"
+    return sink
+
+
+def _sink_add(run: Run) -> dict:
+    sink = _sink(run)
+    return next(a for v in reversed(sink.versions()) for a in sink.adds(v) if json.loads(a["stats"])["numRecords"])
+
+
+def plant_stream_duplicate_row(run: Run) -> None:
+    # A batch written to the sink twice: a later sink commit adds its rows again.
+    sink, add = _sink(run), _sink_add(run)
+    rows = pq.read_table(run.root / "table" / "stream" / "sink" / add["path"])
+    copy = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    pq.write_table(rows, run.root / "table" / "stream" / "sink" / copy)
+    sink.append_commit([{"add": {**add, "path": copy}}])
+
+
+def plant_stream_lost_row(run: Run) -> None:
+    # Rows the sink once had, removed by a commit of no batch.
+    sink, add = _sink(run), _sink_add(run)
+    sink.append_commit([{"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}}])
+
+
+def plant_stream_crossed_metadata_change(run: Run) -> None:
+    # A stream op that read past a column added after its query started,
+    # reported as completed.
+    log = [(v, run.actions(v)) for v in run.versions()]
+    changer, version = next(
+        (a["commitInfo"].get("userMetadata"), v)
+        for v, acts in log
+        if v > 0 and any("metaData" in a for a in acts)
+        for a in acts
+        if "commitInfo" in a
+    )
+    events = run.events()
+    started = {e["id"]: e["time"] for e in events if e["type"] == "invoke"}
+    stream = max(
+        (e for e in events if e["f"] == "stream" and e["type"] != "invoke" and started[e["id"]] < started[changer]),
+        key=lambda e: started[e["id"]],
+    )
+    batch = {"batch": 99, "start": version - 1, "end": version + 1, "end_index": -1, "rows": 1}
+    run.edit_event(stream["index"], type="ok", error=None, value={"seconds": 6.0, "batches": [batch]})
+
+
+def check_a_kill_landed_while_the_stream_ran(run_dir: Path) -> None:
+    # The clean run's exactly-once verdict is evidence only if the JVM died
+    # while a query was running.
+    events = Run(run_dir).events()
+    kills = [e["time"] for e in events if e["f"] == "start-kill-node" and e["type"] == "ok"]
+    spans = {}
+    for e in events:
+        if e["f"] == "stream":
+            spans.setdefault(e["id"], []).append(e["time"])
+    assert kills and any(s[0] < k < s[-1] for k in kills for s in spans.values() if len(s) == 2), (kills, spans)
+
+
 @dataclass(frozen=True)
 class Plant:
     checker: str
@@ -828,6 +890,11 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
         Plant("multi-table", "cross-table-commit", plant_cross_table_commit),
         Plant("multi-table", "multi-table-read-mismatch", plant_multi_table_read_mismatch),
     ),
+    "streaming": (
+        Plant("streaming", "stream-duplicate-row", plant_stream_duplicate_row),
+        Plant("streaming", "stream-lost-row", plant_stream_lost_row),
+        Plant("streaming", "stream-crossed-metadata-change", plant_stream_crossed_metadata_change),
+    ),
     "identity": (
         Plant("identity", "duplicate-identity-value", plant_duplicate_identity_value),
         Plant("identity", "identity-high-water-mark", plant_identity_high_water_mark),
@@ -841,10 +908,18 @@ CONCURRENCY = {"compaction": 1, "partitioned": 1}
 # (its Spark 4.0 build, in an environment of its own).
 # One JVM (its sessions still race), a longer run and a longer wait: the
 # first use builds the release's environment and fetches its jars.
-ENGINE = {"identity": "delta-spark==4.4.0"}
-TIME_LIMIT = {"identity": 8}
-EXTRA = {"identity": ("--nodes", "1")}
-CLI_TIMEOUT = {"identity": 900.0}
+ENGINE = {"identity": "delta-spark==4.4.0", "streaming": "delta-spark"}
+TIME_LIMIT = {"identity": 8, "streaming": 24}
+EXTRA = {
+    "identity": ("--nodes", "1"),
+    # The stream's JVM killed twice while its query runs (at 5 s and 15 s,
+    # inside 6-s stream ops, started again 5 s later): exactly once must
+    # hold across restarts.
+    "streaming": ("--nodes", "1", "--nemesis", "kill-node", "--nemesis-interval", "10"),
+}
+CLI_TIMEOUT = {"identity": 900.0, "streaming": 600.0}
+# What the untouched run must also show.
+RUN_CHECKS = {"streaming": check_a_kill_landed_while_the_stream_ran}
 
 
 def _make_run(workload: str, results: Path) -> Path:
@@ -887,6 +962,8 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
     Run(clean).drop_checkpoints()
     report = check_run(clean, write=False)
     assert report.verdict.value == "valid", [(r.checker, r.verdict.value, r.explanation[:200]) for r in report.results]
+    if workload in RUN_CHECKS:
+        RUN_CHECKS[workload](clean)
     wrong = []
     for i, p in enumerate(PLANTS[workload]):
         dst = tmp_path / f"{i}-{p.kind}"

@@ -23,6 +23,7 @@ _REGISTRY: dict[str, str] = {
     "maintenance": "workloads.maintenance:MaintenanceWorkload",
     "identity": "workloads.identity:IdentityWorkload",
     "multi-table": "workloads.multi_table:MultiTableWorkload",
+    "streaming": "workloads.streaming:StreamingWorkload",
 }
 WORKLOAD_NAMES = tuple(_REGISTRY)
 

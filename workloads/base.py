@@ -76,6 +76,9 @@ class Workload(ABC):
     # then keeps a copy of each data file as it appears (the run folder's
     # kept/), and looks for new ones right before each such op.
     deletes_data_files: tuple[str, ...] = ()
+    # Ops the kill-mid-op nemesis waits for and kills a client in the middle
+    # of (VACUUM, RESTORE, checkpoints): those a crash must never corrupt.
+    kill_during: tuple[str, ...] = ()
 
     def __init__(self, seed: int, isolation: str | None = None):
         self.seed = seed

@@ -69,6 +69,7 @@ class MaintenanceWorkload(Workload):
     row_key = "id"
     predicate_column = "k"
     deletes_data_files = ("vacuum", "vacuum-full")
+    kill_during = ("restore", "vacuum", "vacuum-full", "checkpoint")
 
     def table(self) -> TableSpec:
         return TableSpec(

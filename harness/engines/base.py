@@ -205,6 +205,17 @@ class EngineClient(ABC):
         the engine says, else None}."""
         raise NotImplementedError(f"{self.name} has no query over several tables")
 
+    def stream(self, sink_uri: str, checkpoint_uri: str, columns: list[str], seconds: float, op_id: str) -> OpResult:
+        """A Structured Streaming query from this table to the Delta table at
+        `sink_uri` (created by the query), its checkpoint at `checkpoint_uri`:
+        micro-batches of `columns` every few hundred milliseconds for
+        `seconds`, or, with `seconds` 0, until everything the table had at the
+        start is written (available-now), then stopped. A query that fails
+        raises its error. value: {"batches": [{"batch", "start", "end",
+        "rows"}], the source versions each batch read from and to (spec
+        C18)}."""
+        raise NotImplementedError(f"{self.name} has no streaming")
+
     def read_as_of(self, columns: list[str], version: int, via: str = "dataframe") -> OpResult:
         """Time travel: read the whole table as of `version` (spec T1).
         value: list of row tuples."""

@@ -66,6 +66,7 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
             "restore",
             "vacuum",
             "read-tables",
+            "stream",
         }
     ),
     # Through Spark Connect a statement reports neither version; the log's

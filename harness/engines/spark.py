@@ -8,6 +8,7 @@ through SQL and the DataFrame API, chosen per op by the workload.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from harness.core.table import Column, TableSpec
@@ -47,6 +48,40 @@ def _to_arrow(df: Any) -> Any:
     client = df._session.client
     table, _schema = client.to_table(df._plan.to_proto(client))
     return table
+
+
+def _offset(offset: Any) -> tuple[int | None, int | None]:
+    """Where a Delta source offset stands: (reservoirVersion, index), the
+    index -1 meaning before any file of that version."""
+    if isinstance(offset, str):
+        try:
+            offset = json.loads(offset)
+        except ValueError:
+            return None, None
+    if isinstance(offset, dict) and isinstance(offset.get("reservoirVersion"), int):
+        index = offset.get("index")
+        return int(offset["reservoirVersion"]), int(index) if isinstance(index, int) else None
+    return None, None
+
+
+def _batch(progress: Any) -> dict[str, Any] | None:
+    """One micro-batch's progress: its id, the source versions it read from
+    and to, and its rows; None for a progress report of no batch."""
+    p = json.loads(progress.json) if hasattr(progress, "json") else progress
+    sources = p.get("sources") or []
+    if not sources:
+        return None
+    src = sources[0]
+    rows = src.get("numInputRows", p.get("numInputRows"))
+    start, _ = _offset(src.get("startOffset"))
+    end, end_index = _offset(src.get("endOffset"))
+    return {
+        "batch": p.get("batchId"),
+        "start": start,
+        "end": end,
+        "end_index": end_index,
+        "rows": rows,
+    }
 
 
 class SparkConnectClient(EngineClient):
@@ -287,6 +322,31 @@ class SparkConnectClient(EngineClient):
                 names.append(name)
         t = _to_arrow(self.spark.sql(multi_table_sql(names, columns)))
         return OpResult(value={"rows": split_by_table(t, len(uris), columns), "versions": None})
+
+    # How often a running stream starts a micro-batch.
+    STREAM_TRIGGER = "250 milliseconds"
+
+    def stream(self, sink_uri: str, checkpoint_uri: str, columns: list[str], seconds: float, op_id: str) -> OpResult:
+        self._tag(op_id)  # the sink's commits name the op that ran the query
+        source = self.spark.readStream.format("delta").load(self.config.table_uri).select(*columns)
+        writer = source.writeStream.format("delta").option("checkpointLocation", checkpoint_uri).outputMode("append")
+        # Micro-batches on a timer, also for the drain: a query that ended on
+        # its own (available-now) no longer reports its progress.
+        query = writer.trigger(processingTime=self.STREAM_TRIGGER).start(sink_uri)
+        try:
+            if seconds <= 0:
+                query.processAllAvailable()
+            else:
+                query.awaitTermination(seconds)  # True only if it ended: a failure raises below
+            err = query.exception()
+            if err is not None:
+                raise err
+            progress = list(query.recentProgress)
+        finally:
+            if query.isActive:
+                query.stop()
+        batches = [b for b in map(_batch, progress) if b is not None]
+        return OpResult(value={"batches": batches})
 
     def latest_version(self) -> int:
         self._register()

@@ -47,7 +47,6 @@ NOT_APPLICABLE: dict[str, str] = {
 NOT_YET: dict[str, str] = {
     "C10": "no check says that an op which neither committed nor failed within its time limit, outside "
     "any fault, broke it (such ops are reported indeterminate)",
-    "C18": "no streaming workload",
 }
 
 

@@ -26,6 +26,7 @@ class Slot(Protocol):
     process: int
     node: Node
     worker: Any
+    running: str | None
 
 
 RESTART_TIMEOUT = 90.0
@@ -64,7 +65,7 @@ class RunCluster:
         for s in self._slots:
             w = s.worker
             if w is not None and w.pid is not None and w.alive():
-                out.append(ClientProc(s.process, s.node.name, w.pid))
+                out.append(ClientProc(s.process, s.node.name, w.pid, s.running))
         return out
 
     def crash_client(self, process: int) -> bool:

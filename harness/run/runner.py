@@ -88,6 +88,7 @@ class _Slot:
     starting: Worker | None = None  # the worker being started, until it answers
     gen: SlotGenerator | None = None
     spawned: int = 0
+    running: str | None = None  # the op in flight (what kill-mid-op aims at)
 
 
 @dataclass
@@ -165,6 +166,7 @@ class Runner:
                 self.progress.message(f"keeping data files: {e}")
         rec = self.history.record
         rec(process=slot.process, type=INVOKE, f=op.f, id=op.id, value=op.value, node=slot.node.name)
+        slot.running = op.f
         try:
             reply = slot.worker.call(op.to_json(), self.spec.op_timeout)
         except OpTimeout as e:
@@ -192,6 +194,8 @@ class Runner:
             )
             self._retire(slot, killed=True)
             return
+        finally:
+            slot.running = None
         kind = reply.get("type", INFO)
         err = OpError.from_json(reply["error"]) if reply.get("error") else None
         value = reply.get("value") if kind == OK and reply.get("value") is not None else op.value
@@ -521,7 +525,11 @@ class Runner:
             self.nodes, self.slots, self.node_engine, self.node_env, self.storage, self.logs_dir, NODE_START_TIMEOUT
         )
         ctx = NemesisContext(
-            random.Random(f"{self.spec.seed}/nemesis"), self.cluster, self.storage.proxy, self.storage.kind
+            random.Random(f"{self.spec.seed}/nemesis"),
+            self.cluster,
+            self.storage.proxy,
+            self.storage.kind,
+            target_ops=frozenset(self.workload.kill_during),
         )
         self.schedule = NemesisSchedule(self.nemeses, ctx, self.history.record, self.spec.nemesis_interval).start()
 
