@@ -62,6 +62,21 @@ def check(history: History, log: TransactionLog) -> CheckResult:
                         versions=[version] if version is not None else [],
                     )
                 )
+    if log.expired_commits:
+        # Log cleanup may delete commits a checkpoint stands in for, never
+        # one above the newest checkpoint: the table could not be read whole.
+        newest = max(log.checkpoint_versions, default=-1)
+        for v in sorted(x for x in log.expired_commits if x > newest):
+            anomalies.append(
+                Anomaly(
+                    kind="log-missing-commit",
+                    claim="C4",
+                    explanation=f"Version {v}'s commit is gone from the store (the run kept a copy), and no "
+                    f"checkpoint at or above it stands in for it (the newest is "
+                    f"{newest if newest >= 0 else 'none'}): the table as it stands cannot be read whole.",
+                    versions=[v],
+                )
+            )
     for p in log.problems:
         if p.kind == "data-file-missing":
             anomalies.append(
@@ -89,6 +104,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         "latest_version": log.latest_version,
         "checkpoints": len(log.checkpoint_versions),
         "problems": len(log.problems),
+        "expired_commits": len(log.expired_commits),
     }
     if anomalies:
         return CheckResult(
@@ -111,7 +127,13 @@ def check(history: History, log: TransactionLog) -> CheckResult:
     return CheckResult(
         NAME,
         Verdict.VALID,
-        f"Versions 0..{log.latest_version} are contiguous and every commit and data file parses.",
+        f"Versions 0..{log.latest_version} are contiguous and every commit and data file parses"
+        + (
+            f"; log cleanup deleted {len(log.expired_commits)} commit(s), each one a checkpoint stands in for "
+            "(read from the run's kept copies)."
+            if log.expired_commits
+            else "."
+        ),
         [],
         stats,
     )

@@ -19,12 +19,14 @@ from harness.s3proxy.client import S3ProxyClient
 @dataclass(frozen=True)
 class ClientProc:
     """A live client worker: its logical process, node and OS pid, and the
-    op it is running (None between ops)."""
+    op it is running (None between ops): name, id, when it started."""
 
     process: int
     node: str
     pid: int
     op: str | None = None
+    op_id: str | None = None
+    op_started: float | None = None  # time.monotonic() at its invocation
 
 
 class Cluster(Protocol):
@@ -72,6 +74,8 @@ class NemesisContext:
     # The ops a fault aims at where it aims at ops (the workload's
     # `kill_during`: VACUUM, RESTORE, checkpoints).
     target_ops: frozenset[str] = frozenset()
+    # How far into such an op (seconds, a range drawn from) the fault strikes.
+    kill_after: tuple[float, float] = (0.0, 0.02)
 
 
 class NemesisError(Exception):

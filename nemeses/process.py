@@ -69,29 +69,43 @@ class KillNodeNemesis(KillNemesis):
 
 
 class KillMidOpNemesis(KillNemesis):
-    """`kill -9` of a client worker in the middle of one of the workload's
-    `kill_during` ops (VACUUM, RESTORE, a checkpoint): the fault waits, for
-    up to its half of the cycle, for a worker to start one, then kills it a
-    random few milliseconds in. The engine runs in the worker (delta-rs) or
-    the worker is the client of a server that carries on (Spark): for
-    delta-rs the operation itself dies half done."""
+    """`kill -9` of the engine in the middle of one of the workload's
+    `kill_during` ops (VACUUM, RESTORE, a checkpoint, a streaming query):
+    the fault waits, for up to its half of the cycle, for a client to start
+    one, then, the workload's `kill_after` seconds into it (a range, drawn
+    from) and if the op still runs, kills the engine running it: the node's
+    server where the node has one (a delta-spark JVM, a Sail server: started
+    again when the fault stops), else the client worker, in which the engine
+    runs (delta-rs): either way the operation itself dies half done."""
 
     name = "kill-mid-op"
     POLL_S = 0.002
-    MAX_DELAY_S = 0.02
 
     def start(self, ctx: NemesisContext) -> dict[str, Any]:
         if not ctx.target_ops:
-            raise NemesisError("kill-mid-op: the workload names no op to kill a client during (kill_during)")
+            raise NemesisError("kill-mid-op: the workload names no op to kill the engine during (kill_during)")
+        cl = ctx.cluster
         deadline = time.monotonic() + ctx.fault_seconds
         while time.monotonic() < deadline:
-            busy = [c for c in ctx.cluster.clients() if c.op in ctx.target_ops]
-            if busy:
-                c = ctx.rng.choice(busy)
-                time.sleep(ctx.rng.uniform(0, self.MAX_DELAY_S))
-                still = any(x.process == c.process and x.op == c.op for x in ctx.cluster.clients())
-                if still and ctx.cluster.crash_client(c.process):
-                    self.killed_process = c.process
-                    return {"target": "client", "process": c.process, "node": c.node, "pid": c.pid, "op": c.op}
-            time.sleep(self.POLL_S)
+            busy = [c for c in cl.clients() if c.op in ctx.target_ops]
+            if not busy:
+                time.sleep(self.POLL_S)
+                continue
+            c = ctx.rng.choice(busy)
+            lo, hi = ctx.kill_after
+            started = c.op_started if c.op_started is not None else time.monotonic()
+            if time.monotonic() - started > hi:
+                time.sleep(self.POLL_S)
+                continue  # too far in already: wait for the next one
+            time.sleep(max(0.0, started + ctx.rng.uniform(lo, hi) - time.monotonic()))
+            if not any(x.process == c.process and x.op_id == c.op_id for x in cl.clients()):
+                continue  # it ended first: wait for the next one
+            what = {"op": c.op, "op_id": c.op_id}
+            if c.node in cl.server_nodes() and cl.server_alive(c.node):
+                pid = cl.kill_server(c.node)
+                self.killed_node = c.node
+                return {"target": "node", "node": c.node, "pid": pid, "signal": "SIGKILL", **what}
+            if cl.crash_client(c.process):
+                self.killed_process = c.process
+                return {"target": "client", "process": c.process, "node": c.node, "pid": c.pid, **what}
         raise NemesisError(f"kill-mid-op: no client ran {', '.join(sorted(ctx.target_ops))} within the fault's window")

@@ -914,39 +914,3 @@ def test_each_anomaly_needs_its_own_evidence(tmp_path: Path) -> None:
     doc = check_run(run).doc
     with pytest.raises(AssertionError, match="no ambiguous fault was applied"):
         assert_only_known_findings(doc, run, "delta-spark")
-
-
-@pytest.mark.integration
-def test_a_client_killed_mid_vacuum_restore_or_checkpoint_leaves_a_table_that_loads_whole(results_dir: Path) -> None:
-    """kill-mid-op on delta-rs, whose engine runs inside the client worker:
-    the maintenance op itself dies half done. The table must still load
-    (log-sanity: every commit and checkpoint parses, the final reads
-    succeed) and keep what it promised (every maintenance check valid)."""
-    code, out, run_dir, _ = nemesis_run(
-        results_dir,
-        "--engine",
-        "delta-rs",
-        "--storage",
-        "local",
-        "--workload",
-        "maintenance",
-        "--nemesis",
-        "kill-mid-op",
-        "--nemesis-interval",
-        "1.5",
-        "--time-limit",
-        "12",
-        "--seed",
-        "3",
-    )
-    doc = assert_sound_run(code, out, run_dir)
-    assert code == 0 and all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
-    killed = [
-        done["value"]["op"]
-        for inv, done in nemesis_ops(run_dir)
-        if inv["f"] == "start-kill-mid-op" and done["type"] == OK
-    ]
-    assert set(killed) <= {"restore", "vacuum", "vacuum-full", "checkpoint"} and len(killed) >= 2, killed
-    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    finals = [e for e in events if e["f"] == "read" and e["type"] == OK and (e["value"] or {}).get("final")]
-    assert finals, "no final read completed: the table did not load after the kills"

@@ -198,7 +198,7 @@ def test_multi_table_on_s3_judges_both_tables_and_counts_skew(results_dir: Path)
         "--storage",
         "seaweedfs",
         "--time-limit",
-        "5",
+        "3",
         "--results-dir",
         str(results_dir),
         "--no-progress",

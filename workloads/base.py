@@ -76,9 +76,12 @@ class Workload(ABC):
     # then keeps a copy of each data file as it appears (the run folder's
     # kept/), and looks for new ones right before each such op.
     deletes_data_files: tuple[str, ...] = ()
-    # Ops the kill-mid-op nemesis waits for and kills a client in the middle
-    # of (VACUUM, RESTORE, checkpoints): those a crash must never corrupt.
+    # Ops the kill-mid-op nemesis waits for and kills the engine in the
+    # middle of (VACUUM, RESTORE, checkpoints, a streaming query): those a
+    # crash must never corrupt; and how many seconds into one it strikes
+    # (a range).
     kill_during: tuple[str, ...] = ()
+    kill_after: tuple[float, float] = (0.0, 0.02)
 
     def __init__(self, seed: int, isolation: str | None = None):
         self.seed = seed

@@ -22,9 +22,17 @@ Retention 0 in full mode would delete the files of writers not yet
 committed, the documented reason for the retention check, so the workload
 does not run it.
 
-The run keeps a copy of every data file as it appears (the run folder's
-`kept/`), so the checkers still see the rows of files VACUUM deleted, and
-know which it deleted.
+The table keeps its log entries for 1 second only (`delta.logRetentionDuration`):
+log cleanup, automatic after a checkpoint or the operator's `cleanup`,
+deletes the commits a checkpoint stands in for once they are that old, so
+time travel to their versions may fail with an error (spec T1), and no
+commit above the newest checkpoint may go (spec C4: the table would not
+read whole).
+
+The run keeps a copy of every data file and every commit as it appears
+(the run folder's `kept/`), so the checkers still see the rows of files
+VACUUM deleted and replay the commits log cleanup deleted, and know which
+went.
 """
 
 from __future__ import annotations
@@ -49,8 +57,14 @@ _OPERATOR_MIX = (
     ("vacuum", 0.75),
     ("vacuum-full", 0.82),
     ("checkpoint", 0.92),
+    ("cleanup", 0.96),
     ("read", 1.0),
 )
+# Log entries a checkpoint stands in for go after this long (log cleanup:
+# automatic after a checkpoint where the engine does it, delta-rs, or the
+# `cleanup` op). delta-spark rounds the cut-off down to a whole day, so it
+# deletes nothing in a run.
+LOG_RETENTION = "interval 1 seconds"
 
 
 class MaintenanceWorkload(Workload):
@@ -65,16 +79,21 @@ class MaintenanceWorkload(Workload):
         "vacuum": "vacuum",
         "vacuum-full": "vacuum",
         "checkpoint": "checkpoint",
+        "cleanup": "cleanup",
     }
     row_key = "id"
     predicate_column = "k"
-    deletes_data_files = ("vacuum", "vacuum-full")
-    kill_during = ("restore", "vacuum", "vacuum-full", "checkpoint")
+    deletes_data_files = ("vacuum", "vacuum-full", "cleanup")
+    kill_during = ("restore", "vacuum", "vacuum-full", "checkpoint", "cleanup")
 
     def table(self) -> TableSpec:
         return TableSpec(
             columns=(Column("id", "BIGINT"), Column("k", "BIGINT"), Column("writer", "STRING")),
-            properties=(("delta.checkpointInterval", str(CHECKPOINT_INTERVAL)), *self.properties()),
+            properties=(
+                ("delta.checkpointInterval", str(CHECKPOINT_INTERVAL)),
+                ("delta.logRetentionDuration", LOG_RETENTION),
+                *self.properties(),
+            ),
         )
 
     def next_op(self, gen: SlotGenerator) -> OpSpec:
@@ -123,6 +142,8 @@ class MaintenanceWorkload(Workload):
             res = client.vacuum(int(value["retention_hours"]), bool(value["full"]), op["id"])
         elif f == "checkpoint":
             res = client.checkpoint(op["id"])
+        elif f == "cleanup":
+            res = client.cleanup_log(op["id"])
         else:
             raise ValueError(f"maintenance workload has no op {f!r}")
         res.value = {**value, **(res.value or {})}

@@ -49,6 +49,10 @@ class StreamingWorkload(Workload):
     checkers = ("log-sanity", "durability", "atomicity", "duplicates", "read-validity", "streaming")
     primitives = {"append": "append", "add-column": "add-columns", "read": "read", "stream": "stream"}
     related_tables = (SINK,)
+    # The query's first batch starts about 3 s into a stream op, the next
+    # every 250 ms: a kill this far in lands in a running query.
+    kill_during = ("stream",)
+    kill_after = (3.0, 5.0)
     row_key = "id"
     predicate_column = "id"
 

@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.deltalog.names import _COMMIT_RE
 from harness.deltalog.store import _S3_WORKERS, _LocalStore, _open_store
 
 
@@ -45,11 +46,16 @@ def copy_table(location: str, dest: str | os.PathLike, storage_options: dict | N
 KEPT_DIR = "kept"
 
 
+def _in_log(rel: str) -> bool:
+    return rel.startswith(("_delta_log/", "_delta_log" + os.sep))
+
+
 class DataFileKeeper:
-    """Keeps a copy of every data file of a table as it appears, in a local
-    directory, names unchanged: the rows of files VACUUM later deletes stay
-    readable as evidence, and the files missing from the table but kept
-    are the ones deleted (read_log's `kept`). Call `sweep` often while the
+    """Keeps a copy of every data file of a table as it appears, and of
+    every commit file of its log, in a local directory, names unchanged: the
+    rows of files VACUUM later deletes stay readable as evidence, so do the
+    commits log cleanup deletes, and the files missing from the table but
+    kept are the ones deleted (read_log's `kept`). Call `sweep` often while the
     table is written; a file written and deleted between two sweeps is not
     kept. Local tables are kept by hard link (no bytes copied), S3 tables
     by one GET per new object."""
@@ -73,7 +79,7 @@ class DataFileKeeper:
         except FileNotFoundError:
             return 0
         for rel in rels:
-            if rel in self.kept or rel.startswith(("_delta_log/", "_delta_log" + os.sep)):
+            if rel in self.kept or (_in_log(rel) and not _COMMIT_RE.match(os.path.basename(rel))):
                 continue
             target = self.dest / rel
             try:

@@ -52,6 +52,9 @@ class TransactionLog:
         # VACUUM deleted), by object name relative to the table root; None
         # when the log was read without a run's kept copies (read_log).
         self.deleted_files: set[str] | None = None
+        # Commits a run kept a copy of that the store no longer has (what log
+        # cleanup deleted): read from the copies, so the log replays whole.
+        self.expired_commits: set[int] = set()
         self._unreadable: set[int] = set()  # a commit file exists but is broken
         self._checkpoints: dict[int, _Checkpoint] = {}
         # The store (read_log sets it; checkpoints are read from it too), and

@@ -263,15 +263,27 @@ def read_log(
     log = TransactionLog()
     log.location = loc
     log._files.store = store
+    kept_log: Path | None = None
     if kept is not None and Path(kept).is_dir():
         log._files.kept = Path(kept)
-        log.deleted_files = _kept_files(Path(kept)) - set(store.list_all())
+        kept_files = _kept_files(Path(kept))
+        log.deleted_files = {f for f in kept_files if not f.startswith(LOG_DIR)} - set(store.list_all())
+        kept_log = Path(kept) / LOG_DIR
     names = store.list_log()  # one listing: on S3 each LIST is a round trip
     commit_names = _classify(log, names)
+    if kept_log is not None and kept_log.is_dir():
+        # Commits log cleanup deleted: the run's copies stand in for them.
+        have = {v for v, _ in commit_names}
+        expired = [(int(m[1]), p.name) for p in kept_log.iterdir() if (m := _COMMIT_RE.match(p.name))]
+        expired = [(v, name) for v, name in expired if v not in have]
+        log.expired_commits = {v for v, _ in expired}
+        commit_names = sorted(commit_names + expired)
 
     def fetch(item: tuple[int, str]) -> tuple[int, bytes | Exception]:
         v, name = item
         try:
+            if v in log.expired_commits and kept_log is not None:
+                return v, (kept_log / name).read_bytes()
             return v, store.read_rel(f"{LOG_DIR}/{name}")
         except Exception as e:  # noqa: BLE001 - e.g. deleted between list and get
             return v, e

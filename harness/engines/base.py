@@ -239,6 +239,12 @@ class EngineClient(ABC):
         equal the replay of the commits up to it)."""
         raise NotImplementedError(f"{self.name} has no explicit checkpoint")
 
+    def cleanup_log(self, op_id: str) -> OpResult:
+        """Delete the log entries older than the table's log retention
+        (`delta.logRetentionDuration`) that a checkpoint stands in for
+        (spec T1: time travel to their versions may then fail)."""
+        raise NotImplementedError(f"{self.name} has no log cleanup")
+
     def at(self, table_uri: str) -> EngineClient:
         """This client (same session, same storage identity) bound to another
         table, e.g. one of a create race's tables. Only path-based ops address

@@ -43,6 +43,7 @@ DELTARS_CAPABILITIES = Capabilities(
             "restore",
             "vacuum",
             "checkpoint",
+            "cleanup",
             "read-tables",
         }
     ),
@@ -440,6 +441,11 @@ class DeltaRsClient(EngineClient):
         dt = self._table()
         dt.create_checkpoint()
         return OpResult(value={"checkpoint_version": dt.version()})
+
+    def cleanup_log(self, op_id: str) -> OpResult:
+        dt = self._table()
+        dt.cleanup_metadata()
+        return OpResult(value={"version": dt.version()})
 
     def _rows(self, dt: Any, columns: list[str]) -> list[tuple]:
         if self.api.has("query-builder"):

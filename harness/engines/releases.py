@@ -44,8 +44,10 @@ _DELTA_SPARK_LIBS: tuple[tuple[tuple[int, ...], str, tuple[str, ...]], ...] = (
     ((4, 0, 0), "3.5.4", ("pandas==2.2.3", "pyarrow==14.0.2", "numpy==1.26.4")),
     ((4, 1, 0), "4.0.0", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
     # From 4.3 each release comes built for several Sparks, one artifact
-    # each (delta-spark_4.0_2.13 is the Spark 4.0.1 build): these run there.
-    ((4, 5, 0), "4.0.1", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
+    # each (delta-spark_4.0_2.13 is the Spark 4.0.1 build): these run on
+    # the Spark 4.0 patch release the harness itself runs (its wheel is then
+    # at hand).
+    ((4, 5, 0), "4.0.5", ("pandas==2.2.3", "pyarrow==17.0.0", "numpy==1.26.4")),
 )
 # delta-spark 4.1 and 4.2 are built for Spark 4.1 only, which the harness
 # does not run.

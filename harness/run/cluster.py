@@ -26,7 +26,7 @@ class Slot(Protocol):
     process: int
     node: Node
     worker: Any
-    running: str | None
+    running: tuple[str, str, float] | None
 
 
 RESTART_TIMEOUT = 90.0
@@ -65,7 +65,8 @@ class RunCluster:
         for s in self._slots:
             w = s.worker
             if w is not None and w.pid is not None and w.alive():
-                out.append(ClientProc(s.process, s.node.name, w.pid, s.running))
+                f, op_id, t0 = s.running if s.running is not None else (None, None, None)
+                out.append(ClientProc(s.process, s.node.name, w.pid, f, op_id, t0))
         return out
 
     def crash_client(self, process: int) -> bool:

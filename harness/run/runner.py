@@ -88,7 +88,8 @@ class _Slot:
     starting: Worker | None = None  # the worker being started, until it answers
     gen: SlotGenerator | None = None
     spawned: int = 0
-    running: str | None = None  # the op in flight (what kill-mid-op aims at)
+    # (f, id, monotonic start) of the op in flight: what kill-mid-op aims at.
+    running: tuple[str, str, float] | None = None
 
 
 @dataclass
@@ -166,7 +167,7 @@ class Runner:
                 self.progress.message(f"keeping data files: {e}")
         rec = self.history.record
         rec(process=slot.process, type=INVOKE, f=op.f, id=op.id, value=op.value, node=slot.node.name)
-        slot.running = op.f
+        slot.running = (op.f, op.id, time.monotonic())
         try:
             reply = slot.worker.call(op.to_json(), self.spec.op_timeout)
         except OpTimeout as e:
@@ -530,6 +531,7 @@ class Runner:
             self.storage.proxy,
             self.storage.kind,
             target_ops=frozenset(self.workload.kill_during),
+            kill_after=self.workload.kill_after,
         )
         self.schedule = NemesisSchedule(self.nemeses, ctx, self.history.record, self.spec.nemesis_interval).start()
 
