@@ -932,13 +932,13 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
 }
 # partitioned: one client, since delta-rs refuses writes on disjoint
 # partitions (a README finding, P1) and the untouched run must be valid.
-CONCURRENCY = {"compaction": 1, "partitioned": 1}
+CONCURRENCY = {"compaction": 1, "partitioned": 1, "identity": 2}
 # Workloads delta-rs cannot run: identity columns come with delta-spark 4.4
 # (its Spark 4.0 build, in an environment of its own).
 # One JVM (its sessions still race), a longer run and a longer wait: the
 # first use builds the release's environment and fetches its jars.
 ENGINE = {"identity": "delta-spark==4.4.0", "streaming": "delta-spark"}
-TIME_LIMIT = {"identity": 5, "streaming": 14}
+TIME_LIMIT = {"identity": 4, "streaming": 12}
 EXTRA = {
     "identity": ("--nodes", "1"),
     # The stream's JVM killed while its query runs (3-5 s into a stream op),
