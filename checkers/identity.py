@@ -39,7 +39,8 @@ _MARK = "delta.identity.highWaterMark"
 
 
 def identity_field(metadata: dict[str, Any] | None, declared: str | None) -> tuple[str | None, dict[str, Any]]:
-    """(column name, its identity metadata) from a metaData action."""
+    """(column name, its identity metadata) from a metaData action; the
+    declared column, with no metadata, where the schema marks none."""
     try:
         fields = json.loads((metadata or {}).get("schemaString") or "{}").get("fields") or []
     except (TypeError, ValueError, AttributeError):
@@ -48,9 +49,6 @@ def identity_field(metadata: dict[str, Any] | None, declared: str | None) -> tup
         meta = f.get("metadata") if isinstance(f, dict) else None
         if isinstance(meta, dict) and _START in meta:
             return str(f.get("name")), meta
-    for f in fields:
-        if isinstance(f, dict) and f.get("name") == declared:
-            return declared, {}
     return declared, {}
 
 
