@@ -15,6 +15,7 @@ from checkers import (
     exception_classes,
     identity,
     list_append,
+    liveness,
     log_sanity,
     metadata,
     multi_table,
@@ -55,6 +56,7 @@ CHECKERS: dict[str, CheckerFn] = {
     identity.NAME: identity.check,
     multi_table.NAME: multi_table.check,
     streaming.NAME: streaming.check,
+    liveness.NAME: liveness.check,
 }
 
 
@@ -73,8 +75,8 @@ def checker_fn(name: str) -> CheckerFn:
 
 # Checkers a hole in the table's log does not bound (checkers.horizon):
 # log-sanity judges the log entries themselves, create-race the tables its
-# rounds created, each by its own log.
-WHOLE_LOG = frozenset({log_sanity.NAME, create_race.NAME})
+# rounds created, each by its own log; liveness the history's timing.
+WHOLE_LOG = frozenset({log_sanity.NAME, create_race.NAME, liveness.NAME})
 
 # Checkers whose verdict rests on these ops of the history, and on no version
 # of the log that they did not see: past a hole in the log they stay valid

@@ -117,6 +117,8 @@ _TABLE: tuple[AnomalyKind, ...] = (
     AnomalyKind(
         "concurrent-identity-commit", ("C19",), "Concurrent identity transactions both committed", ("identity",)
     ),
+    # liveness: an op no fault explains went unanswered (a verdict of unknown)
+    AnomalyKind("stalled-op", ("C10",), "Op stalled while others completed", ("liveness",)),
     # exception classes
     AnomalyKind("conflict-unclassified", ("E1-E6",), "Conflict of no documented class", ("exception-classes",)),
     AnomalyKind("wrong-conflict-class", _CONFLICT_CLAIMS, "Conflict class the log rules out", ("exception-classes",)),

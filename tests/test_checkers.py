@@ -70,6 +70,7 @@ def test_registry_has_every_checker():
         "app-txn",
         "create-race",
         "exception-classes",
+        "liveness",
         "time-travel",
         "restore",
         "vacuum",
@@ -789,8 +790,9 @@ def test_summary_counts_error_classes_per_op_and_the_conflict_rate() -> None:
     assert "not tested, the engine cannot run them" in text and "optimize x1" in text
 
 
-# Checkers judged from the history alone: a conflict's exception class needs no log.
-HISTORY_ONLY = {"exception-classes"}
+# Checkers judged from the history alone: a conflict's exception class needs
+# no log, nor does an op that got no reply.
+HISTORY_ONLY = {"exception-classes", "liveness"}
 
 
 @pytest.mark.parametrize("name", sorted(set(CHECKERS) - HISTORY_ONLY))

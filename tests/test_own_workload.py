@@ -35,7 +35,7 @@ def test_the_example_workload_and_checker_run_and_judge(results_dir: Path) -> No
     run_dir = only_run_dir(results_dir)
     assert run_dir.parent.name == "pairs.PairsWorkload-delta-rs"
     by = {c["checker"]: c for c in load_results(run_dir)["checkers"]}
-    assert list(by) == ["log-sanity", "durability", "pairs-whole", "exception-classes"], list(by)
+    assert list(by) == ["log-sanity", "durability", "pairs-whole", "exception-classes", "liveness"], list(by)
     assert by["pairs-whole"]["verdict"] == "valid" and "ok reads saw whole pairs" in by["pairs-whole"]["explanation"]
 
     # A read that saw half a pair, planted in the history: the checker of

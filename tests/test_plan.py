@@ -13,7 +13,7 @@ from harness.run.plan import RunSpec, TestPlan
 def test_a_plan_composes_the_run_and_records_it() -> None:
     plan = TestPlan.build(RunSpec(workload="create-race", engine="sail,delta-rs", storage="local", seed=3))
     assert [e.name for e in plan.engines] == ["sail", "delta-rs"] and plan.engine.name == "sail"
-    assert plan.checkers[-1] == "exception-classes" and set(plan.checkers) <= set(CHECKERS)
+    assert plan.checkers[-2:] == ["exception-classes", "liveness"] and set(plan.checkers) <= set(CHECKERS)
     doc = plan.to_json()
     assert doc["related_tables"] == ["races/*"]
     assert doc["repro"].startswith("delta-jepsen run --workload create-race --engine sail,delta-rs")

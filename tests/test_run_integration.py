@@ -66,6 +66,7 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
         "read-validity": "valid",
         "serializability": "valid",
         "exception-classes": "valid",
+        "liveness": "valid",
     }
     # The run folder has what a re-run and a re-check need, and no secret.
     spec = json.loads((run_dir / "spec.json").read_text())

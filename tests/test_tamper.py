@@ -414,6 +414,27 @@ def _set_error(run: Run, cls: str, claim: str | None) -> None:
     run.edit_event(fail["index"], error={**fail["error"], "class": cls, "claim": claim})
 
 
+def plant_stalled_op(run: Run) -> None:
+    # A client whose write got no reply while the others went on: invoked a
+    # quarter into the run, given up by the runner's 30 s time limit, in no
+    # commit, no fault anywhere.
+    events = run.events()
+    client = [e for e in events if isinstance(e["process"], int)]
+    at = next(e for e in client[len(client) // 4 :] if e["type"] == "invoke" and e["f"] == "write")
+    process = max(e["process"] for e in client) + 1
+    op = {**at, "process": process, "id": f"{process}.1"}
+    end = max(events[-1]["time"] + 1, at["time"] + 30 * 10**9)
+    done = {
+        **op,
+        "type": "info",
+        "time": end,
+        "error": {"class": "timeout", "claim": None, "raw": "no reply within 30.0s"},
+    }
+    events.insert(events.index(at) + 1, op)
+    events.append(done)
+    run.write_events([{**e, "index": i} for i, e in enumerate(events)])
+
+
 def plant_conflict_unclassified(run: Run) -> None:
     # A conflict reported as "Failed to commit transaction" and nothing more.
     _set_error(run, "commit-conflict-unclassified", None)
@@ -878,6 +899,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     "register": (
         Plant("serializability", "G-single", plant_lost_update),
         Plant("serializability", "G1a", plant_aborted_read),
+        Plant("liveness", "stalled-op", plant_stalled_op),
         Plant("exception-classes", "conflict-unclassified", plant_conflict_unclassified),
         Plant("exception-classes", "wrong-conflict-class", plant_wrong_conflict_class),
     ),

@@ -38,6 +38,8 @@ from harness.core.table import TableDeclaration
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
+# How the runner's own time limit on an op begins its message (checkers.liveness).
+NO_REPLY = "no reply within"
 EVENT_TYPES = (INVOKE, *COMPLETIONS)
 
 

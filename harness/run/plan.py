@@ -16,6 +16,7 @@ from typing import Any
 
 from checkers import checker_fn
 from checkers.exception_classes import NAME as EXCEPTION_CLASSES
+from checkers.liveness import NAME as LIVENESS
 from harness.core.capacity import CLIENT_WORKER, EMBEDDED_STORE, HARNESS, Load, check_fits
 from harness.core.contract import engine_nodes
 from harness.core.errors import HarnessError
@@ -222,7 +223,7 @@ class TestPlan:
             engines=engines,
             nemeses=make_nemeses(spec.nemesis, spec.storage),
             table=workload.table(),
-            checkers=[*workload.checkers, EXCEPTION_CLASSES],
+            checkers=[*workload.checkers, EXCEPTION_CLASSES, LIVENESS],
             related_tables=list(workload.related_tables),
         )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
+from harness.core.history import NO_REPLY
 from harness.core.procs import ManagedProcess, SpawnRefused, foreign_python, python_argv
 from harness.core.table import TableSpec
 from harness.engines.base import ClientConfig
@@ -91,7 +92,7 @@ class Worker:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise OpTimeout(f"no reply within {timeout:.1f}s")
+                raise OpTimeout(f"{NO_REPLY} {timeout:.1f}s")
             if not self._sel.select(left):
                 continue
             chunk = self.proc.proc.stdout.read()  # type: ignore[union-attr]
