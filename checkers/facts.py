@@ -270,3 +270,36 @@ def fmt_ids(ids: Iterable[Any], limit: int = 5) -> str:
     ids = list(ids)
     head = ", ".join(str(i) for i in ids[:limit])
     return head + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    start: int
+    end: int
+    what: str
+
+
+def fault_windows(history: History) -> list[FaultWindow]:
+    """When a fault of the nemesis was active: from a `start-x` invoke to the
+    `stop-x` (or `heal`) that ends it; any other nemesis op over its own
+    span. A fault still open at the end lasts to the end."""
+    events = history.events
+    last = events[-1].time if events else 0
+    open_: dict[str, int] = {}
+    out: list[FaultWindow] = []
+    for op in history.ops():
+        if op.process != "nemesis":
+            continue
+        end = op.end if op.end is not None else last
+        if op.f.startswith("start-"):
+            open_.setdefault(op.f.removeprefix("start-"), op.start)
+        elif op.f.startswith("stop-") and op.f.removeprefix("stop-") in open_:
+            name = op.f.removeprefix("stop-")
+            out.append(FaultWindow(open_.pop(name), end, name))
+        elif op.f == "heal":
+            out += [FaultWindow(start, end, name) for name, start in open_.items()]
+            open_.clear()
+        else:
+            out.append(FaultWindow(op.start, end, op.f))
+    out += [FaultWindow(start, last, name) for name, start in open_.items()]
+    return out

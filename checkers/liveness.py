@@ -14,8 +14,10 @@ or killed process, a slow store), or the limit was tight for the machine
 - never committed.
 
 That op is a `stalled-op`. It is what a deadlock in the engine looks like
-from outside, and also what a commit retry loop outlasting the time limit
-looks like (an engine may retry a lost commit race as long as it likes);
+from outside, and also what an op starved by another client's long job in
+an engine they share looks like (a VACUUM's thousands of listing tasks on a
+small Spark cluster), or a commit retry loop outlasting the time limit (an
+engine may retry a lost commit race as long as it likes);
 the harness cannot tell them apart, so a stall makes the verdict unknown,
 never invalid.
 """
@@ -23,49 +25,15 @@ never invalid.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.facts import fmt_ids, table_facts
+from checkers.facts import fault_windows, fmt_ids, table_facts
 from harness.core.history import FAIL, INFO, NO_REPLY, OK, ErrorClass, History, Op
 from harness.deltalog import TransactionLog
 
 NAME = "liveness"
 STALL_RATIO = 10.0
 MIN_PROGRESS = 3
-
-
-@dataclass(frozen=True)
-class FaultWindow:
-    start: int
-    end: int
-    what: str
-
-
-def fault_windows(history: History) -> list[FaultWindow]:
-    """When a fault of the nemesis was active: from a `start-x` invoke to the
-    `stop-x` (or `heal`) that ends it; any other nemesis op over its own
-    span. A fault still open at the end lasts to the end."""
-    events = history.events
-    last = events[-1].time if events else 0
-    open_: dict[str, int] = {}
-    out: list[FaultWindow] = []
-    for op in history.ops():
-        if op.process != "nemesis":
-            continue
-        end = op.end if op.end is not None else last
-        if op.f.startswith("start-"):
-            open_.setdefault(op.f.removeprefix("start-"), op.start)
-        elif op.f.startswith("stop-") and op.f.removeprefix("stop-") in open_:
-            name = op.f.removeprefix("stop-")
-            out.append(FaultWindow(open_.pop(name), end, name))
-        elif op.f == "heal":
-            out += [FaultWindow(start, end, name) for name, start in open_.items()]
-            open_.clear()
-        else:
-            out.append(FaultWindow(op.start, end, op.f))
-    out += [FaultWindow(start, last, name) for name, start in open_.items()]
-    return out
 
 
 def _no_reply(op: Op) -> bool:
@@ -106,18 +74,25 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             tight.append(op.id)
             continue
         waited = (end - start) / 1e9
+        last = max(o.end for o in done if o.id in set(others)) - start  # type: ignore[operator,type-var]
         anomalies.append(
             Anomaly(
                 "stalled-op",
                 "C10",
                 f"Op {op.id} ({op.f}) got no reply for {waited:.1f} s, {(end - start) / median:.0f}x the median "
                 f"{op.f if sample is by_f.get(op.f) else 'op'} ({median / 1e9:.2f} s), outside any fault, while "
-                f"{len(others)} ops of other clients invoked after it completed ({fmt_ids(others, 3)}), and it "
-                "never committed. Delta takes no locks (C10), so nothing should hold an op: this is a deadlock "
-                "in the engine or a commit retry loop that outlasted the time limit, which the history cannot "
-                "tell apart.",
+                f"{len(others)} ops of other clients invoked after it completed ({fmt_ids(others, 3)}; the last "
+                f"{last / 1e9:.1f} s into its wait), and it never committed. Delta takes no locks (C10), so no op "
+                "should wait on another: a deadlock in the engine, an op starved by another's long job in an "
+                "engine the clients share, or a commit retry loop that outlasted the time limit; the history "
+                "cannot tell them apart.",
                 ops=[op.id, *others[:5]],
-                details={"waited_s": round(waited, 3), "median_s": round(median / 1e9, 3), "progress": len(others)},
+                details={
+                    "waited_s": round(waited, 3),
+                    "median_s": round(median / 1e9, 3),
+                    "progress": len(others),
+                    "last_progress_s": round(last / 1e9, 3),
+                },
             )
         )
     stats = {

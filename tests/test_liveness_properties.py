@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from checkers import liveness
 from checkers.base import Verdict
+from checkers.facts import fault_windows
 from harness.core.history import INFO, NO_REPLY, OK
 from tests.synth import SynthRun
 
@@ -99,5 +100,5 @@ def test_nemesis_windows_pair_start_and_stop_and_heal_closes_the_rest() -> None:
         run.invoke(f"nemesis.{n}", f, None, time=t, process="nemesis")
         run.complete(f"nemesis.{n}", OK, time=t + 1)
     history, _ = run.build()
-    got = sorted((w.what, w.start, w.end) for w in liveness.fault_windows(history))
+    got = sorted((w.what, w.start, w.end) for w in fault_windows(history))
     assert got == [("latency", 20, 41), ("pause", 10, 31)]
