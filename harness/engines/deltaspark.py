@@ -63,6 +63,7 @@ DELTA_SPARK_CAPABILITIES = Capabilities(
             "append-idempotent",
             "create-table-at",
             "read-as-of",
+            "read-as-of-time",
             "restore",
             "vacuum",
             "read-tables",
@@ -326,6 +327,12 @@ class DeltaSparkEngine(ServerEngine):
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
+            # VACUUM lists and deletes files in this many tasks (10000 by
+            # default): on local[2] a VACUUM ran ~5400 tasks in 30 s and every
+            # other session's job waited behind them, a commit holding the
+            # table's snapshot lock among them (thread dump of a maintenance
+            # run; with 2, no op waited).
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
             # Interpreted expressions, no generated Java: on tables of a few
             # hundred rows, building and compiling the code of each query
             # (Delta's action encoders are wide) cost more than running it.
