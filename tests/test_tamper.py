@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from checkers.facts import Fingerprint
 from harness.check.pipeline import check_run
 from tests.conftest import REPO, only_run_dir, run_cli
 
@@ -657,6 +658,28 @@ def plant_time_travel_wrong_version(run: Run) -> None:
     raise LookupError("no time-travel read to answer wrongly")
 
 
+def plant_time_travel_wrong_time(run: Run) -> None:
+    # A read as of a time answered with the rows of a version committed
+    # seconds away from it, the engine saying it read that version.
+    from checkers.facts import table_facts
+    from checkers.time_travel import SLACK_MS, commit_times
+    from harness.check.pipeline import KEPT_DIR
+    from harness.deltalog import read_log
+
+    log = read_log(str(run.root / "table"), kept=run.root / KEPT_DIR)
+    facts = table_facts(log)
+    times = commit_times(log)
+    for e in reversed(run.events()):
+        if e["type"] != "ok" or e["f"] != "read-as-of-time":
+            continue
+        at, got = e["value"]["timestamp_ms"], Fingerprint.of(e["value"]["ids"])
+        for v, t in times:
+            if abs(t - at) > SLACK_MS + 500 and facts.fingerprints.get(v) not in (None, got):
+                run.edit_event(e["index"], value={**e["value"], "ids": sorted(facts.state(v)), "resolved": v})
+                return
+    raise LookupError("no read as of a time to answer with a distant version")
+
+
 def plant_restore_keeps_file(run: Run) -> None:
     # A RESTORE commit that also keeps (adds) a file its version never had.
     v = next(
@@ -931,6 +954,7 @@ PLANTS: dict[str, tuple[Plant, ...]] = {
     ),
     "maintenance": (
         Plant("time-travel", "time-travel-mismatch", plant_time_travel_wrong_version),
+        Plant("time-travel", "time-travel-mismatch", plant_time_travel_wrong_time),
         Plant("restore", "restore-mismatch", plant_restore_keeps_file),
         Plant("vacuum", "vacuumed-live-file", plant_vacuumed_live_file),
         Plant("log-sanity", "missing-data-file", plant_vacuumed_live_file),

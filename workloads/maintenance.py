@@ -5,7 +5,9 @@ log both adds files and removes them. Meanwhile:
 - time-travel reads ask for the table as of a version a few versions back
   (`read-as-of`; the worker resolves "n back" against the newest version
   it sees), and must get exactly the state the log gives that version, or
-  an error once VACUUM has deleted its files (spec T1);
+  an error once VACUUM has deleted its files (spec T1); others ask for it
+  as of a time a few seconds back (`read-as-of-time`), which the engine
+  resolves to the newest version committed by then;
 - slot 0 alone runs the maintenance proper, one op at a time, as an
   operator's job would: RESTORE to a version a few back (spec T3), VACUUM
   (spec T2), an explicit checkpoint where the engine has one. The table
@@ -37,6 +39,7 @@ went.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from harness.core.table import Column, TableSpec, row_id
@@ -46,13 +49,15 @@ from workloads.base import VIAS, OpSpec, SlotGenerator, Workload
 KEY_SPACE = 8
 MAX_BATCH = 3
 MAX_BACK = 6
+MAX_SECONDS_BACK = 4.0
 CHECKPOINT_INTERVAL = 4
 
 # Cumulative op mixes: writers, and the operator's slot 0.
-_WRITER_MIX = (("append", 0.55), ("delete", 0.65), ("read", 0.75), ("read-as-of", 1.0))
+_WRITER_MIX = (("append", 0.55), ("delete", 0.65), ("read", 0.75), ("read-as-of", 0.9), ("read-as-of-time", 1.0))
 _OPERATOR_MIX = (
     ("append", 0.30),
-    ("read-as-of", 0.45),
+    ("read-as-of", 0.40),
+    ("read-as-of-time", 0.45),
     ("restore", 0.60),
     ("vacuum", 0.75),
     ("vacuum-full", 0.82),
@@ -75,6 +80,7 @@ class MaintenanceWorkload(Workload):
         "delete": "delete",
         "read": "read",
         "read-as-of": "read-as-of",
+        "read-as-of-time": "read-as-of-time",
         "restore": "restore",
         "vacuum": "vacuum",
         "vacuum-full": "vacuum",
@@ -85,6 +91,7 @@ class MaintenanceWorkload(Workload):
     predicate_column = "k"
     deletes_data_files = ("vacuum", "vacuum-full", "cleanup")
     kill_during = ("restore", "vacuum", "vacuum-full", "checkpoint", "cleanup")
+    _since_ms: int | None = None  # when this worker ran its first op
 
     def table(self) -> TableSpec:
         return TableSpec(
@@ -113,6 +120,9 @@ class MaintenanceWorkload(Workload):
             return OpSpec("delete", op_id, {"key": rng.randrange(KEY_SPACE)})
         if f == "read-as-of":
             return OpSpec(f, op_id, {"back": rng.randint(0, MAX_BACK), "via": rng.choice(VIAS)})
+        if f == "read-as-of-time":
+            back = round(rng.uniform(0, MAX_SECONDS_BACK), 3)
+            return OpSpec(f, op_id, {"seconds_back": back, "via": rng.choice(VIAS)})
         if f == "restore":
             return OpSpec(f, op_id, {"back": rng.randint(1, MAX_BACK)})
         if f == "vacuum":
@@ -123,6 +133,8 @@ class MaintenanceWorkload(Workload):
 
     def invoke(self, client: EngineClient, table: TableSpec, op: dict[str, Any]) -> OpResult:
         value, f = op["value"], op["f"]
+        if self._since_ms is None:
+            self._since_ms = int(time.time() * 1000)
         if f == "append":
             rows = [(i, k, op["id"]) for i, k in zip(value["ids"], value["keys"], strict=True)]
             return client.append(rows, table, value["via"], op["id"])
@@ -132,6 +144,12 @@ class MaintenanceWorkload(Workload):
             version = max(0, client.latest_version() - int(value["back"]))
             res = client.read_as_of(["id"], version, value.get("via", "dataframe"))
             return OpResult(value={**value, "version": version, "ids": sorted(r[0] for r in res.value)})
+        if f == "read-as-of-time":
+            # Never before this worker's first op: the table existed by then.
+            at = max(self._since_ms or 0, int(time.time() * 1000) - int(float(value["seconds_back"]) * 1000))
+            res = client.read_as_of_time(["id"], at, value.get("via", "dataframe"))
+            ids = sorted(r[0] for r in res.value)
+            return OpResult(value={**value, "timestamp_ms": at, "resolved": res.version, "ids": ids})
         if f == "delete":
             res = client.delete(f"k = {int(value['key'])}", op["id"])
         elif f == "restore":

@@ -221,6 +221,13 @@ class EngineClient(ABC):
         value: list of row tuples."""
         raise NotImplementedError(f"{self.name} has no time travel")
 
+    def read_as_of_time(self, columns: list[str], timestamp_ms: int, via: str = "dataframe") -> OpResult:
+        """Time travel by timestamp: read the whole table as of the version
+        the engine resolves `timestamp_ms` (Unix milliseconds) to (spec T1).
+        value: list of row tuples; version: the version read, where the
+        engine says."""
+        raise NotImplementedError(f"{self.name} has no time travel")
+
     def restore(self, version: int, op_id: str) -> OpResult:
         """RESTORE TABLE t TO VERSION AS OF `version`, one commit (spec T3).
         value: the engine's file counts, where it reports them."""

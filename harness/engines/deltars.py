@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ DELTARS_CAPABILITIES = Capabilities(
             "create-table-at",
             "overwrite",
             "read-as-of",
+            "read-as-of-time",
             "restore",
             "vacuum",
             "checkpoint",
@@ -417,6 +419,15 @@ class DeltaRsClient(EngineClient):
         dt = DeltaTable(self.config.table_uri, storage_options=self.options or None)
         dt.load_as_version(int(version))
         return OpResult(value=self._rows(dt, columns))
+
+    def read_as_of_time(self, columns: list[str], timestamp_ms: int, via: str = "dataframe") -> OpResult:
+        from datetime import datetime
+
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(self.config.table_uri, storage_options=self.options or None)
+        dt.load_as_version(datetime.fromtimestamp(int(timestamp_ms) / 1000, tz=UTC))
+        return OpResult(value=self._rows(dt, columns), version=int(dt.version()))
 
     def restore(self, version: int, op_id: str) -> OpResult:
         dt = self._table()

@@ -77,7 +77,7 @@ class DeltaRsApi:
         if self.has("app-transactions"):
             ops.add("append-idempotent")
         if self.has("maintenance"):
-            ops |= {"read-as-of", "restore", "vacuum", "checkpoint", "cleanup"}
+            ops |= {"read-as-of", "read-as-of-time", "restore", "vacuum", "checkpoint", "cleanup"}
         return frozenset(ops)
 
     @property

@@ -40,6 +40,7 @@ SAIL_CAPABILITIES = Capabilities(
             "set-properties",
             "create-table-at",
             "read-tables",
+            "read-as-of-time",
         }
     ),
     read_version_known=False,
@@ -58,6 +59,7 @@ SINCE: dict[str, tuple[int, int]] = {
     "merge": (0, 6),
     "set-properties": (0, 6),
     "update": (0, 7),
+    "read-as-of-time": (0, 7),  # checked with 0.7.2 only
 }
 
 

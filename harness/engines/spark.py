@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from harness.core.table import Column, TableSpec
@@ -362,6 +363,21 @@ class SparkConnectClient(EngineClient):
                 .option("versionAsOf", int(version))
                 .load(self.config.table_uri)
                 .select(*columns)
+            )
+        t = _to_arrow(df)
+        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
+
+    def read_as_of_time(self, columns: list[str], timestamp_ms: int, via: str = "dataframe") -> OpResult:
+        # A string with an explicit zone (read in the session's time zone
+        # otherwise); delta-spark's SQL takes a literal only: an expression
+        # such as timestamp_millis(...) fails analysis on a path identifier.
+        at = datetime.fromtimestamp(int(timestamp_ms) / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%fZ")
+        if via == "sql":
+            self._register()
+            df = self.spark.sql(f"SELECT {', '.join(columns)} FROM {self.table_ref} TIMESTAMP AS OF {sql_literal(at)}")
+        else:
+            df = (
+                self.spark.read.format("delta").option("timestampAsOf", at).load(self.config.table_uri).select(*columns)
             )
         t = _to_arrow(df)
         return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
