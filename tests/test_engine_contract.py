@@ -10,6 +10,7 @@ A new engine in harness.engines.ENGINE_NAMES gets this suite for free
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,9 +93,19 @@ def test_every_declared_op_does_what_the_log_shows(node: tuple[Any, Any, Storage
         res = client.append([(1, 10, "a"), (2, 20, "a")], TABLE, "sql", "a")
         c.rows.update({1: (10, "a"), 2: (20, "a")})
         c.committed(res, "append via SQL")
+        # A time between two commits, more than a second from either: a
+        # store that keeps file times to the second resolves it alike.
+        time.sleep(1.1)
+        between, rows_then = int(time.time() * 1000), c.expected()
+        time.sleep(1.1)
         res = client.append([(3, 30, "b")], TABLE, "dataframe", "b")
         c.rows[3] = (30, "b")
         c.committed(res, "append via the DataFrame API")
+        if "read-as-of-time" in ops:
+            for via in ("dataframe", "sql"):
+                then = client.read_as_of_time(COLS, between, via)
+                assert set(then.value) == rows_then, f"read as of a time via {via}"
+                assert then.version in (None, 1), f"read as of a time via {via} named version {then.version}"
 
         for via in ("dataframe", "sql"):
             read = client.read(COLS, via)
