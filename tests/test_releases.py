@@ -92,7 +92,7 @@ def test_a_sail_release_gets_the_client_that_can_read_its_answers_and_the_ops_it
         "read-tables",
     }
     assert "update" not in capabilities_of("0.6.6").ops and "merge" in capabilities_of("0.6.6").ops
-    assert "sail 0.5.3 lacks merge, set-properties, update" in capabilities_of("0.5.3").notes
+    assert "sail 0.5.3 lacks merge, read-as-of-time, set-properties, update" in capabilities_of("0.5.3").notes
     assert capabilities_of("0.7.2").ops == SAIL_CAPABILITIES.ops
     for bad, why in (("sail==0.3.1", "oldest pysail release supported is 0.3.2"), ("sail==0.8.0", "0.7 series")):
         with pytest.raises(HarnessError, match=why):
