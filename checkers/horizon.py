@@ -30,6 +30,7 @@ not judge past the hole either way; the explanation says so.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -96,12 +97,20 @@ def horizon(log: TransactionLog) -> Horizon | None:
     return Horizon(hole - 1, hole, top, what, problem.detail if problem else "", resumes)
 
 
-def run_checkers(history: History, log: TransactionLog, names: Iterable[str]) -> list[CheckResult]:
+def run_checkers(
+    history: History, log: TransactionLog, names: Iterable[str], timings: dict[str, float] | None = None
+) -> list[CheckResult]:
     """The named checkers' results on (history, log), each judged as far as
-    the log can be (see the module docstring)."""
+    the log can be (see the module docstring); `timings` gets each one's
+    seconds, as "checker <name>"."""
     h = horizon(log)
     judged = log if h is None else log.up_to(h.last)
-    results = [_run(name, history, log if h is None or name in WHOLE_LOG else judged) for name in names]
+    results = []
+    for name in names:
+        t0 = time.monotonic()
+        results.append(_run(name, history, log if h is None or name in WHOLE_LOG else judged))
+        if timings is not None:
+            timings[f"checker {name}"] = round(time.monotonic() - t0, 3)
     if h is not None:
         facts = table_facts(judged)
         opened = _open_ops(history, facts)

@@ -39,6 +39,7 @@ import networkx as nx
 
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory
 from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
+from harness.core.laps import Laps
 
 WW, WR, RW, PRW, CO = "ww", "wr", "rw", "rw-predicate", "co"
 ANTI = (RW, PRW)
@@ -82,6 +83,9 @@ class TxnAnalysis:
     reorderings_total: int = 0
     unknown: dict[str, str] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    # Seconds per stage of the analysis (bench-checker prints them); not in
+    # stats, which results.json carries and which stay the same run to run.
+    stage_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -453,13 +457,17 @@ def analyze(h: TxnHistory) -> TxnAnalysis:
 
 
 def _analyze(h: TxnHistory) -> TxnAnalysis:
+    laps = Laps()  # where the time goes (bench-checker prints it)
+    lap = laps.lap
     g = _Graph(h)
     res = TxnAnalysis(unknown=dict(h.unknown))
     stats: dict[str, Any] = {"transactions": len(g.txns)}
+    lap("version order")
     for t in g.txns:
         if t.predicates and t.read_version is None:
             res.unknown.setdefault(t.id, "read version unknown: its predicate anti-dependencies cannot be derived")
     scan = _scan(g, stats)
+    lap("dependency scan")
     _report_reads(g, scan, res)
     backward = scan.backward
     intervals = _merge((dst, src) for src, dst, _, _ in backward)
@@ -475,6 +483,7 @@ def _analyze(h: TxnHistory) -> TxnAnalysis:
             res.anomalies.append(_anomaly(g, kind, WRITE_SERIALIZABLE, raw, _CYCLE_TEXT[kind]))
             for n in scc:
                 in_cycle[n] = min(scc)
+    lap("cycle search")
     # Serializable: a backward edge out of a Serializable commit breaks the
     # history order; under WriteSerializable it is a permitted reordering.
     # Each commit is judged by the level its table carried at that commit.
@@ -509,5 +518,6 @@ def _analyze(h: TxnHistory) -> TxnAnalysis:
                         f"before {g.label(b)} although it committed after it.",
                     )
                 )
-    res.stats = stats
+    lap("explanation")
+    res.stats, res.stage_s = stats, laps.seconds
     return res

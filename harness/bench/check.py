@@ -67,6 +67,7 @@ def measure_one(run_dir: str, profile: str | None = None) -> dict:
     elapsed = time.perf_counter() - t0
     return {
         "check_s": round(elapsed, 2),
+        "stage_s": report.stage_s,
         "verdict": report.verdict.value,
         "checkers": {r.checker: r.verdict.value for r in report.results},
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
@@ -124,6 +125,7 @@ def bench_check(
                 f"file, {', '.join(m['checkers'])}, write results.json); peak RSS {m['peak_rss_mb']} MB; "
                 f"verdict {m['verdict']}"
             )
+            print("    stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in m["stage_s"].items()))
     finally:
         if not keep_dir:
             shutil.rmtree(root, ignore_errors=True)

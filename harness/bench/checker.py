@@ -39,6 +39,7 @@ def measure_one(n: int, concurrency: int, level: str, seed: int) -> dict:
         "reorderings": res.reorderings_total,
         "backward_edges": res.stats.get("backward_edges"),
         "interval_nodes": res.stats.get("interval_nodes"),
+        "stage_s": res.stage_s,
     }
 
 
@@ -68,12 +69,19 @@ def bench_checker(sizes: list[int], concurrency: int, level: str, seed: int) -> 
             f"  {r['n']:>10} {r['committed']:>10} {r['generate_s']:>8.2f}s {r['analyze_s']:>8.2f}s "
             f"{r['txns_per_s'] or 0:>9} {r['peak_rss_mb']:>7} MB {r['backward_edges']:>9} {r['anomalies']:>9}"
         )
+        print("  " + " " * 10 + " stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in r["stage_s"].items()))
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
-        growth = (
-            (b["analyze_s"] / a["analyze_s"]) / (b["committed"] / a["committed"]) if a["analyze_s"] else float("nan")
-        )
+        scale = b["committed"] / a["committed"]
+        growth = (b["analyze_s"] / a["analyze_s"]) / scale if a["analyze_s"] else float("nan")
         print(f"  growth: time per transaction at {b['n']} is {growth:.2f}x that at {a['n']} (1.00 = linear)")
+        per_stage = {
+            k: (b["stage_s"][k] / a["stage_s"][k]) / scale
+            for k in b["stage_s"]
+            if a["stage_s"].get(k) and b["stage_s"][k] >= 0.05
+        }
+        if per_stage:
+            print("  growth per stage: " + ", ".join(f"{k} {v:.2f}x" for k, v in per_stage.items()))
     big = [r for r in rows if r["n"] >= 1_000_000]
     if big:
         r = big[-1]

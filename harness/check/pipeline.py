@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from harness.core.contract import LOST_COMMIT_KINDS, Breach, outside_contract_te
 from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, error_class_label, load_history
+from harness.core.laps import Laps
 from harness.deltalog import read_log
 from harness.deltalog.coordinated import load_coordinator
 from harness.deltalog.copy import KEPT_DIR
@@ -38,6 +39,8 @@ class Report:
     results: list[CheckResult]
     doc: dict[str, Any]
     summary: str
+    # Seconds per stage of the check (also in results.json): where the time went.
+    stage_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -151,19 +154,24 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         checker_fn(name)  # registered, or one of your own that loads: else one line, exit 2
 
     t0 = time.monotonic()
+    laps = Laps()
+    lap, stage_s = laps.lap, laps.seconds
     history = load_history(hist_path)
+    lap("load history")
     # The checkers replay every data file in log order: decoding can start
     # while the log is still being parsed.
     coordinator = load_coordinator(run_dir)
     log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator, kept=run_dir / KEPT_DIR)
     log.related = _related_logs(run_dir / "table", spec, coordinator)
+    lap("read log")
     no_evidence = _no_evidence(run, log)
     if no_evidence:
         # An empty history or log would pass some checkers vacuously
         # ("all 0 rows distinct"), and no evidence is never "valid".
         results = [CheckResult(name, Verdict.UNKNOWN, no_evidence) for name in names]
     else:
-        results = run_checkers(history, log, names)
+        results = run_checkers(history, log, names, timings=stage_s)
+        laps.restart()
     log_horizon = horizon(log)
     _undecodable_rows_are_no_evidence(results, log)
     name_replacing_commits(run_dir, history, log, results)
@@ -225,8 +233,10 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
             else None
         ),
         "check_seconds": round(time.monotonic() - t0, 3),
+        "stage_seconds": stage_s,
     }
     summary = render_summary(run_dir, verdict, results, hstats, doc, run)
+    lap("verdict and summary")
     if write:
         graphs = write_anomaly_graphs(run_dir, results)
         if graphs:
@@ -234,7 +244,8 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         _write_report(run_dir, doc, results, history, spec, run)
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
-    return Report(run_dir, verdict, results, doc, summary)
+        lap("write results")  # after results.json is written: in the Report only
+    return Report(run_dir, verdict, results, doc, summary, stage_s)
 
 
 def _write_report(
