@@ -4,6 +4,7 @@ minimal, deterministic, standalone reproduction."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -37,15 +38,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     return {"reproduce": cmd_reproduce}
 
 
-def _number(run_dir: Path, which: str) -> int:
+def _numbers(run_dir: Path, which: str) -> list[int]:
+    """The anomaly a number names, or every anomaly of a kind, in order."""
     from harness.repro.extract import anomalies, load_json
 
     if which.isdigit():
-        return int(which)
+        return [int(which)]
     refs = anomalies(load_json(run_dir / "results.json", "check the run first (delta-jepsen check RUN_DIR)"))
-    for r in refs:
-        if r.anomaly.get("kind") == which:
-            return r.number
+    numbers = [r.number for r in refs if r.anomaly.get("kind") == which]
+    if numbers:
+        return numbers
     kinds = sorted({str(r.anomaly.get("kind")) for r in refs})
     raise HarnessError(f"--anomaly {which}: no anomaly of that kind; the run has: {', '.join(kinds) or 'none'}")
 
@@ -67,14 +69,24 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         for r in anomalies(load_json(run_dir / "results.json", "check the run first (delta-jepsen check RUN_DIR)")):
             print(r.label())
         return 0
-    try:
-        outcome = reproduce(run_dir, _number(run_dir, args.anomaly), args.repeat, shrink=not args.no_shrink)
-    except NothingToReproduce as e:
-        print(f"nothing to reproduce: {e}")
-        return EXIT_NOTHING
-    except (NotReplayable, NothingToReplay) as e:
-        print(f"not reproduced: {e}", file=sys.stderr)
+    # A kind names every anomaly of it: the first that can be replayed is
+    # reproduced (one may hold more transactions at once than a replay can).
+    skipped: list[str] = []
+    for number in _numbers(run_dir, args.anomaly):
+        try:
+            outcome = reproduce(run_dir, number, args.repeat, shrink=not args.no_shrink)
+            break
+        except NothingToReproduce as e:
+            print(f"nothing to reproduce: {e}")
+            return EXIT_NOTHING
+        except (NotReplayable, NothingToReplay) as e:
+            shutil.rmtree(run_dir / "repro" / f"anomaly-{number}", ignore_errors=True)
+            skipped.append(f"anomaly #{number}: {e}")
+    else:
+        print(f"not reproduced: {'; '.join(skipped)}", file=sys.stderr)
         return 3
+    if skipped:
+        print(f"skipped {len(skipped)} that cannot be replayed ({skipped[0]}{', ...' if len(skipped) > 1 else ''})")
     k = outcome.repeat
     if outcome.reproduced:
         which = "shrunk" if outcome.after else "original"
