@@ -24,7 +24,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         "--anomaly",
         default="1",
         metavar="N|KIND",
-        help="which anomaly: its number (as --list shows) or the first of a kind (default 1)",
+        help="which anomaly: its number (as --list shows) or the first of a kind a replay can hold (default 1)",
     )
     c.add_argument("--repeat", type=int, default=5, metavar="K", help="replays before and after shrinking (default 5)")
     c.add_argument("--no-shrink", action="store_true", help="replay only; keep the schedule the anomaly names")
