@@ -777,13 +777,17 @@ def plant_concurrent_identity_commit(run: Run) -> None:
 
 
 def plant_cross_table_commit(run: Run) -> None:
-    # A commit of table a that carries rows an op wrote to table b.
+    # A commit of table a that carries rows an op wrote to table b. Their
+    # writer column names no op: the commit is not that op's in table a's
+    # order, so reads that came after the op keep their windows.
     other = Run(run.root)
     other.log_dir = run.root / "table" / "b" / "_delta_log"
     for v in reversed(other.versions()):
         adds = other.adds(v)
         if adds:
             rows = pq.read_table(run.root / "table" / "b" / adds[0]["path"])
+            i = rows.schema.get_field_index("writer")
+            rows = rows.set_column(i, "writer", pa.array(["planted"] * rows.num_rows, rows.schema.field(i).type))
             run.append_commit([{"add": run.write_data(rows)}])
             return
     raise LookupError("table b has no data file")
@@ -828,15 +832,32 @@ def plant_stream_crossed_metadata_change(run: Run) -> None:
     # A stream op that read past a column added after its query started,
     # reported as completed.
     log = [(v, run.actions(v)) for v in run.versions()]
-    changer, version = next(
-        (a["commitInfo"].get("userMetadata"), v)
-        for v, acts in log
-        if v > 0 and any("metaData" in a for a in acts)
-        for a in acts
-        if "commitInfo" in a
-    )
     events = run.events()
     started = {e["id"]: e["time"] for e in events if e["type"] == "invoke"}
+    found = next(
+        (
+            (a["commitInfo"].get("userMetadata"), v)
+            for v, acts in log
+            if v > 0 and any("metaData" in a for a in acts)
+            for a in acts
+            if "commitInfo" in a
+        ),
+        None,
+    )
+    if found is None:
+        # A short run on a loaded machine can end before a writer adds its
+        # column: the change is planted too, in a writer's commit made after
+        # a completed stream op started.
+        first = min(started[e["id"]] for e in events if e["f"] == "stream" and e["type"] != "invoke")
+        meta = next(a["metaData"] for _, acts in reversed(log) for a in acts if "metaData" in a)
+        for v, acts in log:
+            op = next((a["commitInfo"].get("userMetadata") for a in acts if "commitInfo" in a), None)
+            if v > 0 and op in started and started[op] > first:
+                run.write_actions(v, [*acts, {"metaData": meta}])
+                found = (op, v)
+                break
+    assert found is not None, "no writer committed after a stream op started"
+    changer, version = found
     stream = max(
         (e for e in events if e["f"] == "stream" and e["type"] != "invoke" and started[e["id"]] < started[changer]),
         key=lambda e: started[e["id"]],
