@@ -113,6 +113,11 @@ def _judge_time(
     assert hi is not None
     lo = times[0][0] if lo is None else lo
     may = [ver for ver, _ in times if lo <= ver <= hi]
+    if log.expired_commits and min(may) <= max(log.expired_commits):
+        # The engine resolves a time against the commits it still has; how
+        # one answers a time whose commits log cleanup deleted is not judged
+        # here yet (an error is T1's answer, the nearest kept version is not).
+        return None, f"{op.id} (log cleanup deleted commits it may resolve to)"
     what = (
         f"the table as of {at} ms (by the log's commit times version {newest_by(times, at)}, within "
         f"{SLACK_MS} ms of it {lo}..{hi})"
