@@ -69,12 +69,13 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         if facts.commit_version(op.id) is not None:
             committed.append(op.id)
             continue
-        others = [o.id for o in done if o.process != op.process and o.start > start and o.end <= end]  # type: ignore[operator]
+        progress = [o for o in done if o.process != op.process and o.start > start and o.end <= end]  # type: ignore[operator]
+        others = [o.id for o in progress]
         if len(others) < MIN_PROGRESS:
             tight.append(op.id)
             continue
         waited = (end - start) / 1e9
-        last = max(o.end for o in done if o.id in set(others)) - start  # type: ignore[operator,type-var]
+        last = max(o.end for o in progress) - start  # type: ignore[operator,type-var]
         anomalies.append(
             Anomaly(
                 "stalled-op",

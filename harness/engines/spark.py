@@ -51,6 +51,12 @@ def _to_arrow(df: Any) -> Any:
     return table
 
 
+def _rows(df: Any, columns: list[str]) -> list[tuple]:
+    """A DataFrame's rows as tuples of `columns`."""
+    t = _to_arrow(df)
+    return list(zip(*(t.column(c).to_pylist() for c in columns), strict=True))
+
+
 def _offset(offset: Any) -> tuple[int | None, int | None]:
     """Where a Delta source offset stands: (reservoirVersion, index), the
     index -1 meaning before any file of that version."""
@@ -364,8 +370,7 @@ class SparkConnectClient(EngineClient):
                 .load(self.config.table_uri)
                 .select(*columns)
             )
-        t = _to_arrow(df)
-        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
+        return OpResult(value=_rows(df, columns))
 
     def read_as_of_time(self, columns: list[str], timestamp_ms: int, via: str = "dataframe") -> OpResult:
         # A string with an explicit zone (read in the session's time zone
@@ -379,8 +384,7 @@ class SparkConnectClient(EngineClient):
             df = (
                 self.spark.read.format("delta").option("timestampAsOf", at).load(self.config.table_uri).select(*columns)
             )
-        t = _to_arrow(df)
-        return OpResult(value=list(zip(*(t.column(c).to_pylist() for c in columns), strict=True)))
+        return OpResult(value=_rows(df, columns))
 
     def restore(self, version: int, op_id: str) -> OpResult:
         self._register()
