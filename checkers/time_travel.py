@@ -19,8 +19,11 @@ granularity (S3 listings: whole seconds). So the versions T may resolve to
 are those that were the newest at some moment within `SLACK_MS` of T by
 the commitInfo timestamps; the rows must be one of those versions' (and,
 where the engine says which version it read, that version's, and that
-version one of them). A read asked before the table's first commit, or in
-a run whose nemesis moved clocks, is not judged.
+version one of them). Where log cleanup deleted commits, the run's copies
+of them still say which versions a time resolves to: before the cleanup a read finds them, after it
+T1's answer is an error, so a read of any other version is a mismatch. A
+read asked before the table's first commit, or in a run whose nemesis moved
+clocks, is not judged.
 """
 
 from __future__ import annotations
@@ -106,32 +109,41 @@ def _judge_time(
     at, ids, said = v.get("timestamp_ms"), v.get("ids"), v.get("resolved")
     if not isinstance(at, int) or not isinstance(ids, list):
         return None, f"{op.id} (no time or rows recorded)"
-    if not times or at < times[0][1]:
-        return None, f"{op.id} (asked for a time before the table's first commit)"
+    if not times:
+        return None, f"{op.id} (the log has no commit times)"
+    if at < times[0][1]:
+        # Before version 0, or before the oldest commit a log read without
+        # the run's copies has: no version the log holds says what is right.
+        return None, f"{op.id} (asked for a time before the oldest commit the log has)"
     lo = newest_by(times, at - SLACK_MS)
     hi = newest_by(times, at + SLACK_MS)
     assert hi is not None
     lo = times[0][0] if lo is None else lo
     may = [ver for ver, _ in times if lo <= ver <= hi]
-    if log.expired_commits and min(may) <= max(log.expired_commits):
-        # The engine resolves a time against the commits it still has; how
-        # one answers a time whose commits log cleanup deleted is not judged
-        # here yet (an error is T1's answer, the nearest kept version is not).
-        return None, f"{op.id} (log cleanup deleted commits it may resolve to)"
     what = (
         f"the table as of {at} ms (by the log's commit times version {newest_by(times, at)}, within "
         f"{SLACK_MS} ms of it {lo}..{hi})"
     )
     if isinstance(said, int):
         if said not in log.commits or said not in may:
+            # A time whose versions cleanup has since deleted: before the
+            # cleanup a read finds them, after it T1's answer is an error.
+            gone = sorted(set(may) & log.expired_commits)
+            cleaned = (
+                f" Log cleanup deleted the commits of version(s) {gone[0]}..{gone[-1]} (the run kept copies): "
+                "before that a read finds them, after it T1's answer is an error."
+                if gone
+                else ""
+            )
             return Anomaly(
                 kind="time-travel-mismatch",
                 claim="T1",
                 explanation=f"Read {op.id} (process {op.process}) asked for {what}, and the engine read version {said}"
-                + (", which the log does not have." if said not in log.commits else ", committed outside that span."),
+                + (", which the log does not have." if said not in log.commits else ", committed outside that span.")
+                + cleaned,
                 ops=[op.id],
                 versions=[said],
-                details={"timestamp_ms": at, "may": may, "resolved": said},
+                details={"timestamp_ms": at, "may": may, "resolved": said, "cleaned": gone},
             ), None
         if set(log.live_files(said)) & log.unreadable_files:
             return None, f"{op.id} (version {said} has data files that could not be read)"

@@ -296,6 +296,32 @@ DELTA_SPARK_COORDINATOR_AGAIN = Known(
 )
 
 
+# -- the catalog: delta-rs -----------------------------------------------------------------
+
+
+def _time_travel_after_cleanup(view: RunView, a: dict[str, Any]) -> str | None:
+    details = a.get("details") or {}
+    may, cleaned, said = details.get("may") or [], details.get("cleaned") or [], details.get("resolved")
+    if not may or sorted(cleaned) != sorted(may):
+        return "log cleanup did not delete every version the time resolves to"
+    if not isinstance(said, int) or said <= max(may):
+        return f"the engine read version {said}, not one newer than the span {min(may)}..{max(may)}"
+    if "committed outside that span" not in a.get("explanation", ""):
+        return f"the log has no version {said}"
+    return None
+
+
+DELTA_RS_TIME_TRAVEL_AFTER_CLEANUP = Known(
+    "delta-rs:T1:time-travel-after-cleanup",
+    "T1",
+    "delta-rs resolves a time whose commits log cleanup deleted to the oldest commit it still lists, and reads "
+    "that later version instead of failing",
+    frozenset({"time-travel-mismatch"}),
+    _time_travel_after_cleanup,
+    always=False,
+)
+
+
 # -- the registry ---------------------------------------------------------------------------
 
 # Every xfail a test of this suite may show, by node id: the known deviation
@@ -383,6 +409,7 @@ EXPECTED_XFAILS: dict[str, ExpectedXfail] = {
 
 
 __all__ = [
+    "DELTA_RS_TIME_TRAVEL_AFTER_CLEANUP",
     "DELTA_SPARK_COORDINATOR_AGAIN",
     "DELTA_SPARK_SINGLE_DRIVER",
     "EXPECTED_XFAILS",

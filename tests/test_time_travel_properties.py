@@ -89,3 +89,34 @@ def test_a_state_no_version_had_is_named(gaps: list[int], where: float) -> None:
 def test_a_time_before_the_table_is_not_judged() -> None:
     verdict, kinds, stats = _judge(_run([10, 10]), T0 - 5000, lambda ts, a: 0, False)
     assert verdict is Verdict.UNKNOWN and not kinds and stats["unjudged"] == 1
+
+
+def _judge_cleaned(run: SynthRun, at: int, said: int, cleaned: int) -> tuple[Verdict, list, dict]:
+    """A read as of `at` that says it read version `said`, in a run whose log
+    cleanup deleted versions 0..cleaned-1 (the run kept their copies)."""
+    value = {"seconds_back": 0, "via": "sql", "timestamp_ms": at, "resolved": said}
+    value["ids"] = sorted(table_facts(run.log()).state(said))
+    run.invoke("1.1", "read-as-of-time", {"seconds_back": 0, "via": "sql"}, time=1, process=1)
+    run.complete("1.1", OK, time=2, value=value)
+    history, log = run.build()
+    log.expired_commits = set(range(cleaned))
+    res = time_travel.check(history, log)
+    return res.verdict, res.anomalies, res.stats
+
+
+@SETTINGS
+@given(st.lists(st.integers(SLACK_MS + 1, 6000), min_size=4, max_size=12), st.data())
+def test_a_time_whose_commits_cleanup_deleted_is_an_error_or_those_versions(gaps: list[int], data) -> None:
+    """Before the cleanup a read finds the deleted versions; after it T1's
+    answer is an error. The oldest kept version instead (what a reader
+    resolving against the commits it still lists answers) is named."""
+    run = _run(gaps)
+    times = commit_times(run.log())
+    cleaned = data.draw(st.integers(2, len(gaps)))
+    v = data.draw(st.integers(0, cleaned - 2))
+    at = times[v][1] + 1
+    verdict, anomalies, _ = _judge_cleaned(_run(gaps), at, v, cleaned)
+    assert verdict is Verdict.VALID and not anomalies
+    verdict, anomalies, _ = _judge_cleaned(_run(gaps), at, cleaned, cleaned)
+    assert verdict is Verdict.INVALID and [a.kind for a in anomalies] == ["time-travel-mismatch"]
+    assert anomalies[0].details["cleaned"] and "Log cleanup deleted" in anomalies[0].explanation
