@@ -62,6 +62,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from checkers.txn_columns import ColumnsBuilder, TxnColumns
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 
@@ -218,6 +219,9 @@ class DeltaSim:
         self._base = 1
         self._blind: dict[str, _Commit] = {}  # writer id -> its record, for blind inserts in the window
         self._inflight_rv: dict[str, int] = {}
+        # Where committed transactions go as columns instead of Txn objects
+        # (`run_columns`): commit then returns None for them too.
+        self.sink: ColumnsBuilder | None = None
         self._set_isolation(isolation)
 
     # -- isolation ----------------------------------------------------------
@@ -469,6 +473,9 @@ class DeltaSim:
             self._prune()
         stats.committed += 1
         stats.committed_by_op[p.op] += 1
+        if self.sink is not None:
+            self.sink.add(tid, version, p.rv, p.reads, p.writes, p.deletes, p.predicates, level, OPERATION[p.op])
+            return None
         return Txn(tid, version, p.rv, p.reads, p.writes, p.deletes, p.predicates, level, OPERATION[p.op])
 
     def _prune(self) -> None:
@@ -558,6 +565,24 @@ def run(config: SimConfig | None = None, **overrides) -> SimResult:
         if enabled:
             gc.enable()
     return SimResult(TxnHistory(txns, failed=sim.failed), sim.stats, sim.initial_keys)
+
+
+def run_columns(config: SimConfig | None = None, **overrides) -> tuple[TxnColumns, SimStats]:
+    """As :func:`run`, the history as columns (checkers.txn_columns), built
+    as the transactions commit: no Txn object is kept, so very long
+    histories fit in memory."""
+    config = replace(config or SimConfig(), **overrides)
+    sim = make_sim(config)
+    sim.sink = ColumnsBuilder(key_range=config.n_keys)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in iter_simulation(config, sim):
+            pass
+        return sim.sink.finish(sim.failed), sim.stats
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def simulate(config: SimConfig | None = None, **overrides) -> TxnHistory:

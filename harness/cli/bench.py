@@ -22,7 +22,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
     bs.add_argument("--engines", default="delta-spark,sail", help="comma-separated (default delta-spark,sail)")
     bs.add_argument("--nodes", type=positive(int), default=2, help="nodes started at once (default 2)")
     bs.add_argument("--repeat", type=positive(int), default=3, help="starts per engine (default 3)")
-    bc = sub.add_parser("bench-checker", help="the serializability analysis on simulated histories (10k..1M)")
+    bc = sub.add_parser("bench-checker", help="the serializability analysis on simulated histories (10k..10M)")
     bc.add_argument("--sizes", default="10000,100000,1000000", help="transaction counts (default 10000,100000,1000000)")
     bc.add_argument("--concurrency", type=positive(int), default=8, help="transactions in flight (default 8)")
     bc.add_argument("--isolation", default="WriteSerializable", help="Serializable or WriteSerializable")
