@@ -135,16 +135,64 @@ class TxnColumns:
         return f"txn {self.ids[i]}{op} (v{int(self.version[i])}{read})"
 
 
+class SeqIds(Sequence[str]):
+    """Transaction ids that are a prefix and a number (the simulator's), kept
+    as the numbers: ten million of them take 80 MB, not a gigabyte of str."""
+
+    def __init__(self, prefix: str, numbers: np.ndarray) -> None:
+        self.prefix, self.numbers = prefix, numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [f"{self.prefix}{n}" for n in self.numbers[i].tolist()]
+        return f"{self.prefix}{int(self.numbers[i])}"
+
+
+class _SeqIndex:
+    """Transaction index by id, for ids that are small non-negative ints: an
+    array, not a dict of millions of entries."""
+
+    def __init__(self) -> None:
+        self.pos = array("q")
+
+    def get(self, tid: Any, default: int | None = None) -> int | None:
+        if type(tid) is int and 0 <= tid < len(self.pos):
+            i = self.pos[tid]
+            if i >= 0:
+                return i
+        return default
+
+    def __contains__(self, tid: Any) -> bool:
+        return self.get(tid) is not None
+
+    def __getitem__(self, tid: Any) -> int:
+        i = self.get(tid)
+        if i is None:
+            raise KeyError(tid)
+        return i
+
+    def __setitem__(self, tid: int, i: int) -> None:
+        if tid >= len(self.pos):
+            self.pos.extend(array("q", [-1]) * (tid + 1 - len(self.pos) + 4096))
+        self.pos[tid] = i
+
+
 class ColumnsBuilder:
     """Appends committed transactions in commit order; `finish` gives the
     columns. Writers are resolved to transaction indexes as they come (a
     transaction committed later, or twice, is settled at the end)."""
 
-    def __init__(self, key_range: int | None = None) -> None:
-        """`key_range`: every row key is an int in [0, key_range), its own code."""
-        self.ids: list[str] = []
+    def __init__(self, key_range: int | None = None, seq_ids: str | None = None) -> None:
+        """`key_range`: every row key is an int in [0, key_range), its own
+        code. `seq_ids`: every id is a non-negative int, named with this
+        prefix (`SeqIds`)."""
+        self.seq_ids = seq_ids
+        self.ids: list[Any] | array = array("q") if seq_ids is not None else []
         self.operation: list[str] = []
-        self.index: dict[str, int] = {}
+        self.index: dict[Any, int] | _SeqIndex = _SeqIndex() if seq_ids is not None else {}
         self.version, self.read_version = array("q"), array("q")
         self.serializable = array("b")
         self.ref_key, self.ref_writer, self.ref_off = array("q"), array("q"), array("q", [0])
@@ -172,7 +220,7 @@ class ColumnsBuilder:
 
     def add(
         self,
-        tid: str,
+        tid: Any,
         version: int,
         read_version: int | None,
         reads: Iterable[RowRef],
@@ -225,9 +273,14 @@ class ColumnsBuilder:
     def add_txn(self, t: Txn) -> None:
         self.add(t.id, t.version, t.read_version, t.reads, t.writes, t.deletes, t.predicates, t.isolation, t.operation)
 
-    def finish(self, failed: Iterable[str] = (), unknown: dict[str, str] | None = None) -> TxnColumns:
+    def _name(self, tid: Any) -> str:
+        return f"{self.seq_ids}{tid}" if self.seq_ids is not None else tid
+
+    def finish(self, failed: Iterable[Any] = (), unknown: dict[str, str] | None = None) -> TxnColumns:
         def arr(a: array) -> np.ndarray:
             return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
+
+        ids: Sequence[str] = SeqIds(self.seq_ids, arr(self.ids)) if isinstance(self.ids, array) else self.ids
 
         ref_writer = arr(self.ref_writer).copy()
         if self._twice:
@@ -242,7 +295,7 @@ class ColumnsBuilder:
         foreign: dict[str, int] = {}
         for pos, w in self._later:
             i = self.index.get(w)
-            ref_writer[pos] = i if i is not None else foreign_code(foreign.setdefault(w, len(foreign)))
+            ref_writer[pos] = i if i is not None else foreign_code(foreign.setdefault(self._name(w), len(foreign)))
         ordinals = Ordinals(self.ins_attr + self.pred_lo + self.pred_hi)
         ins_cls, ins_val = ordinals.codes(self.ins_attr)
         lo_cls, pred_lo = ordinals.codes(self.pred_lo)
@@ -250,7 +303,7 @@ class ColumnsBuilder:
         # A range whose bounds are of different classes matches nothing.
         pred_cls = np.where(lo_cls == hi_cls, lo_cls, -1)
         return TxnColumns(
-            ids=self.ids,
+            ids=ids,
             version=arr(self.version),
             read_version=arr(self.read_version),
             serializable=np.frombuffer(self.serializable, dtype=np.int8).astype(bool)
@@ -273,8 +326,8 @@ class ColumnsBuilder:
             keys=self.keys,
             ordinals=ordinals,
             foreign=list(foreign),
-            twice={tid: self.index[tid] for tid in self._twice},
-            failed=set(failed),
+            twice={self._name(tid): self.index[tid] for tid in self._twice},
+            failed={self._name(t) for t in failed},
             unknown=dict(unknown or {}),
         )
 

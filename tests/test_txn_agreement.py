@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from checkers import txn_graph
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.bench.inject import INJECTABLE, inject_anomaly
-from harness.bench.simulate import run
+from harness.bench.simulate import run, run_columns
 from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 from tests import txn_reference
 from tests.test_txn_properties import configs, show
@@ -117,3 +117,12 @@ def test_agreement_covers_every_kind() -> None:
             h, _ = inject_anomaly(h, kind, random.Random(seed))
             seen |= {a.kind for a in _agree(h).anomalies}
     assert {"G1a", "G1c", "G-single", "G2-item", "G2", "history-order", "snapshot-mismatch"} <= seen, seen
+
+
+@SETTINGS
+@given(cfg=configs(caveat=st.booleans()))
+def test_the_simulator_writes_the_columns_of_its_history(cfg) -> None:
+    """Simulated as columns (what bench-checker analyses) or as objects, one
+    history: the same analysis."""
+    columns, _ = run_columns(cfg)
+    assert _summary(txn_graph.analyze(columns)) == _summary(txn_graph.analyze(run(cfg).history))

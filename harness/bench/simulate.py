@@ -251,7 +251,8 @@ class DeltaSim:
     # -- starting transactions ------------------------------------------------
     def _new_id(self) -> str:
         self.seq += 1
-        return f"{self.id_prefix}{self.seq}"
+        # Writing columns, an id is its number (checkers.txn_columns.SeqIds).
+        return self.seq if self.sink is not None else f"{self.id_prefix}{self.seq}"  # type: ignore[return-value]
 
     def _start(self, p: Pending) -> Pending:
         self._inflight_rv[p.id] = p.rv
@@ -573,7 +574,7 @@ def run_columns(config: SimConfig | None = None, **overrides) -> tuple[TxnColumn
     histories fit in memory."""
     config = replace(config or SimConfig(), **overrides)
     sim = make_sim(config)
-    sim.sink = ColumnsBuilder(key_range=config.n_keys)
+    sim.sink = ColumnsBuilder(key_range=config.n_keys, seq_ids=config.id_prefix)
     enabled = gc.isenabled()
     gc.disable()
     try:
