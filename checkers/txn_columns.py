@@ -145,7 +145,7 @@ class SeqIds(Sequence[str]):
     def __len__(self) -> int:
         return len(self.numbers)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [f"{self.prefix}{n}" for n in self.numbers[i].tolist()]
         return f"{self.prefix}{int(self.numbers[i])}"
@@ -197,7 +197,8 @@ class ColumnsBuilder:
         self.serializable = array("b")
         self.ref_key, self.ref_writer, self.ref_off = array("q"), array("q"), array("q", [0])
         self.inst_key, self.inst_off = array("q"), array("q", [0])
-        self.ins_key, self.ins_attr, self.ins_off = array("q"), [], array("q", [0])
+        self.ins_key, self.ins_off = array("q"), array("q", [0])
+        self.ins_attr: list[Any] = []
         self.pred_lo: list[Any] = []
         self.pred_hi: list[Any] = []
         self.pred_off = array("q", [0])
@@ -280,7 +281,11 @@ class ColumnsBuilder:
         def arr(a: array) -> np.ndarray:
             return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
 
-        ids: Sequence[str] = SeqIds(self.seq_ids, arr(self.ids)) if isinstance(self.ids, array) else self.ids
+        ids: Sequence[str] = (
+            SeqIds(self.seq_ids, arr(self.ids))
+            if self.seq_ids is not None and isinstance(self.ids, array)
+            else self.ids
+        )
 
         ref_writer = arr(self.ref_writer).copy()
         if self._twice:
@@ -294,8 +299,10 @@ class ColumnsBuilder:
             ref_writer[mask] = remap[ref_writer[mask]]
         foreign: dict[str, int] = {}
         for pos, w in self._later:
-            i = self.index.get(w)
-            ref_writer[pos] = i if i is not None else foreign_code(foreign.setdefault(self._name(w), len(foreign)))
+            found = self.index.get(w)
+            ref_writer[pos] = (
+                found if found is not None else foreign_code(foreign.setdefault(self._name(w), len(foreign)))
+            )
         ordinals = Ordinals(self.ins_attr + self.pred_lo + self.pred_hi)
         ins_cls, ins_val = ordinals.codes(self.ins_attr)
         lo_cls, pred_lo = ordinals.codes(self.pred_lo)

@@ -273,7 +273,7 @@ def _predicate_edges(
     a = a[:, order]
     keep = np.ones(a.shape[1], dtype=bool)
     keep[1:] = (a[0, 1:] != a[0, :-1]) | (a[1, 1:] != a[1, :-1])
-    return [tuple(int(x) for x in col) for col in a[:, keep].T]
+    return [(int(i), int(j), int(e), int(p)) for i, j, e, p in a[:, keep].T.tolist()]
 
 
 def _predicate_windows(c: TxnColumns, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

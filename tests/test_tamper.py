@@ -1103,9 +1103,9 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
         p.plant(run)
         report = check_run(dst, write=False)
         got = _kinds(report, p.checker)
-        named = len(next(r for r in report.results if r.checker == p.checker).anomalies)
+        r = next(r for r in report.results if r.checker == p.checker)
+        named = len(r.anomalies) + len(r.stats.get("deviations", []))
         if got != {p.kind} or named <= base.get(p.checker, 0):
-            r = next(r for r in report.results if r.checker == p.checker)
             wrong.append(
                 f"{p.checker}/{p.kind}: named {sorted(got) or 'nothing'} ({r.verdict.value}: {r.explanation[:160]})"
             )
