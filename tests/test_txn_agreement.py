@@ -126,3 +126,15 @@ def test_the_simulator_writes_the_columns_of_its_history(cfg) -> None:
     history: the same analysis."""
     columns, _ = run_columns(cfg)
     assert _summary(txn_graph.analyze(columns)) == _summary(txn_graph.analyze(run(cfg).history))
+
+
+def test_passes_of_a_few_rows_and_threads_agree(monkeypatch) -> None:
+    """The array passes cut a long history into pieces (on threads, past a
+    few): pieces of 8 observed versions and 16 predicate pairs give the
+    same analysis."""
+    monkeypatch.setattr(txn_graph, "_REFS_PER_PASS", 8)
+    monkeypatch.setattr(txn_graph, "_PAIRS_PER_PASS", 16)
+    for seed in range(30):
+        h = run(n_txns=60, concurrency=4, n_keys=12, seed=seed, ws_append_caveat=seed % 2 == 0).history
+        h, _ = inject_anomaly(h, INJECTABLE[seed % len(INJECTABLE)], random.Random(seed))
+        _agree(h)
