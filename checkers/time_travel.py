@@ -20,10 +20,10 @@ are those that were the newest at some moment within `SLACK_MS` of T by
 the commitInfo timestamps; the rows must be one of those versions' (and,
 where the engine says which version it read, that version's, and that
 version one of them). Where log cleanup deleted commits, the run's copies
-of them still say which versions a time resolves to: before the cleanup a read finds them, after it
-T1's answer is an error, so a read of any other version is a mismatch. A
-read asked before the table's first commit, or in a run whose nemesis moved
-clocks, is not judged.
+of them still say which versions a time resolves to: before the cleanup a
+read finds them, after it T1's answer is an error, so a read of any other
+version is a mismatch. A read asked before the table's first commit, or in
+a run whose nemesis moved clocks, is not judged.
 """
 
 from __future__ import annotations

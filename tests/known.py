@@ -130,16 +130,10 @@ def assert_only_known(
     unexplained: list[str] = []
     explained_checkers: dict[str, int] = {}
     for checker, a in view.anomalies():
-        why_not = []
-        for k in known:
-            if a["kind"] not in k.kinds:
-                continue
-            why = k.evidence(view, a)
-            if why is None:
-                shown[k.id].append(_one_line(a))
-                explained_checkers[checker] = explained_checkers.get(checker, 0) + 1
-                break
-            why_not.append(f"not {k.id}: {why}")
+        k, why_not = explaining(view, a, known)
+        if k is not None:
+            shown[k.id].append(_one_line(a))
+            explained_checkers[checker] = explained_checkers.get(checker, 0) + 1
         else:
             unexplained.append(
                 f"{checker}: {a['kind']} ({a.get('claim')}): {a['explanation'][:200]}"
@@ -171,6 +165,20 @@ def assert_only_known(
                 for i, s in found.items()
             )
         )
+
+
+def explaining(view: RunView, a: dict[str, Any], known: Iterable[Known]) -> tuple[Known | None, list[str]]:
+    """The first of `known` whose evidence shows anomaly `a` to be it, and
+    why each other one of its kind is not."""
+    why_not = []
+    for k in known:
+        if a["kind"] not in k.kinds:
+            continue
+        why = k.evidence(view, a)
+        if why is None:
+            return k, why_not
+        why_not.append(f"not {k.id}: {why}")
+    return None, why_not
 
 
 def _one_line(a: dict[str, Any]) -> str:
@@ -415,6 +423,7 @@ __all__ = [
     "EXPECTED_XFAILS",
     "PLANT_ENV",
     "ExpectedXfail",
+    "explaining",
     "Known",
     "KnownNotShown",
     "RunView",

@@ -24,7 +24,7 @@ from pathlib import Path
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
 
-# (commits, seconds, MB or None): the largest size run at or above each is judged.
+# (commits, seconds, MB or None): judged when a run of exactly that many commits ran.
 TARGETS = ((100_000, 10.0, 1024), (1_000_000, 120.0, None))
 
 

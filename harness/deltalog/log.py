@@ -349,10 +349,6 @@ class TransactionLog:
         sees another table than one that replays JSON (spec C4, C7). Returns
         the new problems and also appends them to `problems`."""
         new: list[LogProblem] = []
-        # The JSON replay rolled forward once, checkpoint to checkpoint (what
-        # live_files gives below the first hole, without a copy per call).
-        state: dict[tuple[str, str | None], dict] = {}
-        replayed = 0  # index into _versions of the next commit to apply
         for c in sorted(self._checkpoints):
             if c >= self._first_hole:
                 break
@@ -360,10 +356,7 @@ class TransactionLog:
             if summary is None:
                 continue
             ck_files, actions = summary
-            while replayed < len(self._versions) and self._versions[replayed] <= c:
-                self._apply(state, self.commits[self._versions[replayed]])
-                replayed += 1
-            json_files = {key[0] for key in state}
+            json_files = set(self.live_files(c))
             if json_files != ck_files:
                 extra, lost = sorted(ck_files - json_files), sorted(json_files - ck_files)
                 new.append(
