@@ -328,3 +328,73 @@ def test_signal_safety_of_worker_stop() -> None:
     _pool._discard_process_pool(pool)
     _pool._discard_process_pool(pool)
     assert _pool._process_pool() is not pool
+
+
+def _damaged_checkpoints(tmp_path: Path) -> Path:
+    """A run with a checkpoint every 5 commits, four of them wrong in a way
+    check_checkpoints reports: a file dropped, a file added, another
+    metaData, and one cut off mid-write."""
+    run = tmp_path / "run"
+    write_run(run, 160, seed=5, checkpoint_interval=5)
+    log_dir = run / "table" / "_delta_log"
+
+    def rewrite(v: int, change) -> None:
+        path = log_dir / f"{v:020d}.checkpoint.parquet"
+        pq.write_table(change(pq.read_table(path)), path)
+
+    def drop_add(t: pa.Table) -> pa.Table:
+        first = next(i for i, a in enumerate(t["add"].to_pylist()) if a is not None)
+        return pa.concat_tables([t.slice(0, first), t.slice(first + 1)])
+
+    def extra_add(t: pa.Table) -> pa.Table:
+        i = next(i for i, a in enumerate(t["add"].to_pylist()) if a is not None)
+        row = t.slice(i, 1).to_pylist()[0]
+        row["add"]["path"] = "part-not-in-json.parquet"
+        return pa.concat_tables([t, pa.Table.from_pylist([row], schema=t.schema)])
+
+    def other_metadata(t: pa.Table) -> pa.Table:
+        rows = t.to_pylist()
+        for r in rows:
+            if r.get("metaData"):
+                r["metaData"]["description"] = "not the JSON's"
+        return pa.Table.from_pylist(rows, schema=t.schema)
+
+    rewrite(40, drop_add)
+    rewrite(75, extra_add)
+    rewrite(110, other_metadata)
+    cut = log_dir / f"{130:020d}.checkpoint.parquet"
+    cut.write_bytes(cut.read_bytes()[:100])
+    return run
+
+
+def test_checkpoints_compared_by_workers_find_what_the_plain_comparison_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _damaged_checkpoints(tmp_path)
+    _sequential(monkeypatch)
+    plain = read_log(str(run / "table"))
+    want = [p.to_json() for p in plain.check_checkpoints()]
+    assert {(p["kind"], p["version"]) for p in want} == {
+        ("checkpoint-mismatch", 40),
+        ("checkpoint-mismatch", 75),
+        ("checkpoint-mismatch", 110),
+    }
+    assert ("checkpoint-broken", 130) in {(p.kind, p.version) for p in plain.problems}
+    monkeypatch.setattr(_pool, "_PARALLEL_MIN_FILES", 16)
+    monkeypatch.setattr(_pool, "_PARALLEL_CHECKPOINTS", 4)
+    monkeypatch.setattr(_pool, "_PARALLEL_BATCH_CHECKPOINTS", 3)
+    log = read_log(str(run / "table"))
+    compared = log._worker_comparisons
+
+    def counting() -> dict:
+        got = compared()
+        counted.update(got)
+        return got
+
+    counted: dict = {}
+    monkeypatch.setattr(log, "_worker_comparisons", counting)
+    assert [p.to_json() for p in log.check_checkpoints()] == want
+    # Every checkpoint the workers could read, they compared: all but the cut one.
+    assert sorted(counted) == plain.checkpoint_versions  # the cut one is known unreadable: not among them
+    assert 130 not in counted and len(counted) > 20
+    assert [p.to_json() for p in log.problems] == [p.to_json() for p in plain.problems]

@@ -23,6 +23,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
+from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
 from harness.deltalog.schema import _read_parquet
 
@@ -45,6 +46,8 @@ from harness.deltalog.schema import _read_parquet
 
 _PARALLEL_MIN_FILES = 4096  # fewer files than this: the sequential path
 _PARALLEL_BATCH = 256  # files per task
+_PARALLEL_CHECKPOINTS = 32  # fewer checkpoints to compare than this: this thread reads them
+_PARALLEL_BATCH_CHECKPOINTS = 8
 # Tasks in flight or done but not yet consumed, for JSON commits, for data
 # files decoded on demand, and after prefetch_data_files (the run-ahead that
 # lets workers and this thread overlap; tens of KB a task).
@@ -77,8 +80,8 @@ class _WorkerTask:
 _F_SETPIPE_SZ = 1031  # Linux fcntl
 _WORKER_NICE = 5
 # Worker-side priority: a JSON commit's bytes are waited for now, a data
-# file is decoded ahead of need.
-_PRIORITY = {"commits": 0, "parquet": 1}
+# file is decoded ahead of need, a checkpoint is compared last of all.
+_PRIORITY = {"commits": 0, "parquet": 1, "checkpoints": 2}
 
 
 class _Worker:
@@ -113,7 +116,9 @@ class _Worker:
         self.outstanding: dict[int, _WorkerTask] = {}
         self.seq = 0
         self.alive = True
+        self.frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         threading.Thread(target=self._replies, name="deltalog-reader", daemon=True).start()
+        threading.Thread(target=self._writes, name="deltalog-requests", daemon=True).start()
 
     @property
     def load(self) -> int:
@@ -125,16 +130,30 @@ class _Worker:
             if self.alive:
                 self.seq += 1
                 data = pickle.dumps((self.seq, fn, root, items), protocol=pickle.HIGHEST_PROTOCOL)
-                try:
-                    assert self.proc.stdin is not None
-                    self.proc.stdin.write(len(data).to_bytes(8, "little") + data)
-                    self.proc.stdin.flush()
-                    self.outstanding[self.seq] = task
-                    return task
-                except (OSError, ValueError, AssertionError):
-                    self.alive = False
+                self.outstanding[self.seq] = task
+                self.frames.put(len(data).to_bytes(8, "little") + data)
+                return task
         task.done.set()  # failed: the caller does it the ordinary way
         return task
+
+    def _writes(self) -> None:
+        # The worker takes requests off its pipe only between decodes: a
+        # write here would often wait for it (a second and more of a long
+        # check), so requests go out from this thread, not the caller's.
+        pipe = self.proc.stdin
+        try:
+            while (frame := self.frames.get()) is not None:
+                assert pipe is not None
+                pipe.write(frame)
+                pipe.flush()
+        except (OSError, ValueError, AssertionError):
+            with self.lock:
+                self.alive = False
+        try:
+            if pipe is not None:
+                pipe.close()  # EOF: it exits, and its replies' end fails what is outstanding
+        except OSError:
+            pass
 
     def _replies(self) -> None:
         out = self.proc.stdout
@@ -166,11 +185,7 @@ class _Worker:
     def stop(self) -> None:
         with self.lock:
             self.alive = False
-            try:
-                if self.proc.stdin is not None:
-                    self.proc.stdin.close()  # EOF: it exits
-            except OSError:
-                pass
+        self.frames.put(None)  # the writer closes stdin after what is queued: the worker exits
         try:
             self.proc.wait(timeout=2)
         except Exception:  # noqa: BLE001
@@ -253,7 +268,11 @@ def _worker_main(parent: int) -> None:
         requests.put(end)
 
     threading.Thread(target=drain, daemon=True).start()
-    funcs: dict[str, Callable[[str, Any], Any]] = {"commits": _pool_read_commits, "parquet": _pool_read_parquet}
+    funcs: dict[str, Callable[[str, Any], Any]] = {
+        "commits": _pool_read_commits,
+        "parquet": _pool_read_parquet,
+        "checkpoints": _pool_compare,
+    }
     while True:
         _, tid, req = requests.get()
         if req is None:
@@ -360,8 +379,8 @@ class _BatchStream:
     batches ahead of the consumer. Files may be appended while it runs (the
     log is still being parsed); finish() says there are no more."""
 
-    def __init__(self, fn: str, root: str, window: int) -> None:
-        self.fn, self.root, self.window = fn, root, window
+    def __init__(self, fn: str, root: str, window: int, batch: int | None = None) -> None:
+        self.fn, self.root, self.window, self.batch = fn, root, window, batch
         self.items: list[Any] = []
         self.complete = False
         self.submitted = 0
@@ -383,9 +402,10 @@ class _BatchStream:
     def _submit(self) -> None:
         while len(self.tasks) < self.window:
             avail = len(self.items) - self.submitted
-            if avail <= 0 or (avail < _PARALLEL_BATCH and not self.complete):
+            size = self.batch or _PARALLEL_BATCH
+            if avail <= 0 or (avail < size and not self.complete):
                 return
-            start, n = self.submitted, min(_PARALLEL_BATCH, avail)
+            start, n = self.submitted, min(size, avail)
             task = None
             if self.pool is not None:
                 try:

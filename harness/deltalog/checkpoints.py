@@ -6,6 +6,8 @@ cover."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -108,19 +110,21 @@ def _column_summary(ck: _Checkpoint, store: _Store | None) -> tuple[set[str], li
     actions, read for just those columns (turning every add into a dict made
     checking all checkpoints cost as much as the rest of log-sanity). None
     when this read does not apply or fails: then the full reader decides."""
-    if not (
-        ck.actions is None
-        and ck.source is None
-        and ck.kind in ("classic", "multipart")
-        and store is not None
-        and all(n.endswith(".parquet") for n in ck.files)
-    ):
+    if not (ck.actions is None and store is not None and _summarizable(ck)):
         return None
+    return _read_summary(store.read_rel, [f"{LOG_DIR}/{name}" for name in ck.files])
+
+
+def _summarizable(ck: _Checkpoint) -> bool:
+    return ck.source is None and ck.kind in ("classic", "multipart") and all(n.endswith(".parquet") for n in ck.files)
+
+
+def _read_summary(read: Callable[[str], bytes], rels: list[str]) -> tuple[set[str], list[dict]] | None:
     try:
         paths: set[str] = set()
         actions: list[dict] = []
-        for name in ck.files:
-            f = pq.ParquetFile(pa.BufferReader(store.read_rel(f"{LOG_DIR}/{name}")))
+        for rel in rels:
+            f = pq.ParquetFile(pa.BufferReader(read(rel)))
             cols = [c for c in ("add", "metaData", "protocol", "sidecar") if c in f.schema_arrow.names]
             # Of each add only its path: decoding the rest (stats, tags,
             # partition values) took half of reading a checkpoint.
@@ -136,6 +140,61 @@ def _column_summary(ck: _Checkpoint, store: _Store | None) -> tuple[set[str], li
         return paths, actions
     except Exception:  # noqa: BLE001 - _NeedFullRead, or a failure the full reader records
         return None
+
+
+def checkpoint_problems(
+    version: int,
+    ck_files: set[str],
+    ck_actions: list[dict],
+    json_files: set[str],
+    json_meta: dict | None,
+    json_proto: dict | None,
+) -> list[LogProblem]:
+    """How a checkpoint (its files' paths, its metaData and protocol
+    actions) differs from the JSON replay at its version (spec C4, C7)."""
+    new: list[LogProblem] = []
+    if json_files != ck_files:
+        extra, lost = sorted(ck_files - json_files), sorted(json_files - ck_files)
+        new.append(
+            LogProblem(
+                "checkpoint-mismatch",
+                version,
+                f"checkpoint has {len(extra)} file(s) JSON does not {extra[:3]} and lacks {len(lost)} {lost[:3]}",
+            )
+        )
+    for kind, json_value in (("metaData", json_meta), ("protocol", json_proto)):
+        found = [a[kind] for a in ck_actions if kind in a]
+        if found and json_value is not None and not _same_action(found[-1], json_value):
+            new.append(LogProblem("checkpoint-mismatch", version, f"{kind} differs from JSON"))
+    return new
+
+
+# What a worker process is given to compare one checkpoint (_pool_compare):
+# its version and files, the JSON replay's live paths (whole for the first
+# of a task, else what entered and left since the one before), metaData
+# and protocol.
+_CompareItem = tuple[int, list[str], "list[str] | None", list[str], list[str], "dict | None", "dict | None"]
+
+
+def _pool_compare(root: str, items: list[_CompareItem]) -> list[list[LogProblem] | None]:
+    """Worker side (harness.deltalog._pool): compare checkpoints with the JSON
+    replay, as check_checkpoints does; None for one it cannot read (the
+    parent then compares that one itself)."""
+
+    def read(rel: str) -> bytes:
+        with open(os.path.join(root, rel), "rb") as fh:
+            return fh.read()
+
+    live: set[str] = set()
+    out: list[list[LogProblem] | None] = []
+    for version, rels, whole, entered, left, meta, proto in items:
+        if whole is not None:
+            live = set(whole)
+        live.difference_update(left)
+        live.update(entered)
+        got = _read_summary(read, rels)
+        out.append(None if got is None else checkpoint_problems(version, got[0], got[1], live, meta, proto))
+    return out
 
 
 def _gap_problems(present: set[int], checkpoints: dict[int, _Checkpoint]) -> list[LogProblem]:

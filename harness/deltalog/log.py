@@ -11,19 +11,65 @@ from typing import Any
 
 import pyarrow as pa
 
+import harness.deltalog._pool as _pool
+from harness.deltalog._pool import _BatchStream
 from harness.deltalog.actions import Commit, LogProblem, _check_actions, _dv_key, _file_key
 from harness.deltalog.checkpoints import (
     _Checkpoint,
     _column_summary,
     _gap_problems,
     _load_checkpoint,
-    _same_action,
+    _summarizable,
+    checkpoint_problems,
 )
 from harness.deltalog.coordinated import Coordination
 from harness.deltalog.datafiles import _DataFiles, _logical
 from harness.deltalog.dv import DeletionVectorError, _without_positions, dv_positions
+from harness.deltalog.names import LOG_DIR
 from harness.deltalog.schema import _conform, _Schema, _schema_of
-from harness.deltalog.store import _S3_WORKERS, _Store
+from harness.deltalog.store import _S3_WORKERS, _LocalStore, _Store
+
+
+class _LivePaths:
+    """The live files' paths of a replay from version 0 (the keys of
+    live_files), kept up to date commit by commit, and which paths entered
+    and left since it was last asked."""
+
+    def __init__(self) -> None:
+        self.keys: set[tuple[str, str | None]] = set()
+        self.count: dict[str, int] = {}  # path -> its live keys (one DV at a time, normally)
+        self.changed: dict[str, bool] = {}  # path -> live now, for paths that entered or left since changes()
+
+    def apply(self, commit: Commit) -> None:
+        for a in commit.actions:
+            if "add" in a:
+                key = _file_key(a["add"])
+                if key not in self.keys:
+                    self.keys.add(key)
+                    n = self.count[key[0]] = self.count.get(key[0], 0) + 1
+                    if n == 1:
+                        self._flip(key[0], True)
+            elif "remove" in a:
+                key = _file_key(a["remove"])
+                if key in self.keys:
+                    self.keys.remove(key)
+                    n = self.count[key[0]] = self.count[key[0]] - 1
+                    if n == 0:
+                        del self.count[key[0]]
+                        self._flip(key[0], False)
+
+    def _flip(self, path: str, live: bool) -> None:
+        if self.changed.get(path, live) != live:
+            del self.changed[path]  # entered and left (or left and entered) again
+        else:
+            self.changed[path] = live
+
+    def changes(self) -> tuple[list[str], list[str]]:
+        """(paths that entered, paths that left) since the last call."""
+        entered = [p for p, live in self.changed.items() if live]
+        left = [p for p, live in self.changed.items() if not live]
+        self.changed = {}
+        return entered, left
 
 
 class TransactionLog:
@@ -71,6 +117,9 @@ class TransactionLog:
         self._proto_versions: list[int] = []
         self._first_hole = 0
         self._live_cache: dict[int, tuple[int, dict[tuple[str, str | None], dict]]] = {}
+        # Checkpoints the worker processes are reading for check_checkpoints.
+        self._ck_stream: _BatchStream | None = None
+        self._ck_stream_versions: list[int] = []
 
     def __repr__(self) -> str:
         return (
@@ -343,37 +392,85 @@ class TransactionLog:
                     self._note_dv(ck.version, a["add"])
         return ck.actions
 
+    def start_checkpoint_summaries(self) -> None:
+        """A hint that check_checkpoints comes later: on a local table of many
+        commits and checkpoints, worker processes compare the checkpoints with
+        the JSON replay for it, when they have nothing else to do. What
+        check_checkpoints finds is the same either way."""
+        store = self._store
+        if not isinstance(store, _LocalStore) or self._ck_stream is not None:
+            return
+        todo = [
+            c
+            for c in sorted(self._checkpoints)
+            if c < self._first_hole and self._checkpoints[c].actions is None and _summarizable(self._checkpoints[c])
+        ]
+        if len(todo) < _pool._PARALLEL_CHECKPOINTS or len(self._versions) < _pool._PARALLEL_MIN_FILES:
+            return
+        batch = _pool._PARALLEL_BATCH_CHECKPOINTS
+        live, done, items = _LivePaths(), 0, []
+        for i, c in enumerate(todo):
+            hi = bisect.bisect_right(self._versions, c)
+            for v in self._versions[done:hi]:
+                live.apply(self.commits[v])
+            done = hi
+            entered, left = live.changes()
+            # A task's first checkpoint gets the whole set: tasks are independent.
+            whole = list(live.count) if i % batch == 0 else None
+            files = [f"{LOG_DIR}/{n}" for n in self._checkpoints[c].files]
+            meta = self._at_json(c, self._meta_versions, "metaData")
+            proto = self._at_json(c, self._proto_versions, "protocol")
+            items.append(
+                (c, files, whole, entered if whole is None else [], left if whole is None else [], meta, proto)
+            )
+        stream = _BatchStream("checkpoints", store._root_str, -(-len(todo) // batch), batch)
+        stream.extend(items)
+        stream.finish()
+        self._ck_stream, self._ck_stream_versions = stream, todo
+
+    def _worker_comparisons(self) -> dict[int, list[LogProblem]]:
+        """What the worker processes found comparing checkpoints, by version
+        (those they could not read are not there)."""
+        stream, versions = self._ck_stream, self._ck_stream_versions
+        out: dict[int, list[LogProblem]] = {}
+        if stream is None:
+            return out
+        self._ck_stream = None
+        try:
+            while (batch := stream.next()) is not None:
+                start, n, result = batch
+                if isinstance(result, list) and len(result) == n:
+                    out.update(
+                        (v, r) for v, r in zip(versions[start : start + n], result, strict=True) if r is not None
+                    )
+        finally:
+            stream.close()
+        return out
+
     def check_checkpoints(self) -> list[LogProblem]:
         """Compare every checkpoint with the JSON replay at its version, where
         JSON is complete; a mismatch means a reader that trusts the checkpoint
         sees another table than one that replays JSON (spec C4, C7). Returns
         the new problems and also appends them to `problems`."""
         new: list[LogProblem] = []
+        compared = self._worker_comparisons()
         for c in sorted(self._checkpoints):
             if c >= self._first_hole:
                 break
+            if c in compared and self._checkpoints[c].failed is None:
+                new += compared[c]
+                continue
             summary = self._checkpoint_summary(c)
             if summary is None:
                 continue
-            ck_files, actions = summary
-            json_files = set(self.live_files(c))
-            if json_files != ck_files:
-                extra, lost = sorted(ck_files - json_files), sorted(json_files - ck_files)
-                new.append(
-                    LogProblem(
-                        "checkpoint-mismatch",
-                        c,
-                        f"checkpoint has {len(extra)} file(s) JSON does not"
-                        f" {extra[:3]} and lacks {len(lost)} {lost[:3]}",
-                    )
-                )
-            for kind, json_value in (
-                ("metaData", self._at_json(c, self._meta_versions, "metaData")),
-                ("protocol", self._at_json(c, self._proto_versions, "protocol")),
-            ):
-                found = [a[kind] for a in actions if kind in a]
-                if found and json_value is not None and not _same_action(found[-1], json_value):
-                    new.append(LogProblem("checkpoint-mismatch", c, f"{kind} differs from JSON"))
+            new += checkpoint_problems(
+                c,
+                summary[0],
+                summary[1],
+                set(self.live_files(c)),
+                self._at_json(c, self._meta_versions, "metaData"),
+                self._at_json(c, self._proto_versions, "protocol"),
+            )
         self.problems.extend(new)
         return new
 

@@ -319,6 +319,7 @@ def read_log(
         except Exception as e:  # noqa: BLE001
             log.problems.append(LogProblem("last-checkpoint", None, f"unreadable: {e}"[:500]))
     log._finish()
+    log.start_checkpoint_summaries()
     if prefetch is not None and prefetch.stream is not None:
         log._files.adopt_stream(prefetch.stream, prefetch.order)
     elif prefetch_data:
