@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
+from harness.core import fastjson
 from harness.deltalog import Commit, _pool, actions, datafiles, read_log
 from harness.deltalog import read as reader
 
@@ -398,3 +399,25 @@ def test_checkpoints_compared_by_workers_find_what_the_plain_comparison_finds(
     assert sorted(counted) == plain.checkpoint_versions  # the cut one is known unreadable: not among them
     assert 130 not in counted and len(counted) > 20
     assert [p.to_json() for p in log.problems] == [p.to_json() for p in plain.problems]
+
+
+def _json_loads(text: str | bytes) -> tuple[str, object]:
+    try:
+        return ("ok", json.loads(text))
+    except ValueError as e:
+        return ("error", str(e))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINE_PIECES, max_size=12), st.booleans())
+def test_fastjson_loads_is_json_loads(pieces: list[bytes], as_text: bool) -> None:
+    """The history's lines (text) and a commit's (bytes) parse as json.loads
+    parses them, or fail as it fails."""
+    data = b"".join(pieces)
+    text: str | bytes = data.decode("utf-8", "replace") if as_text else data
+    want = _json_loads(text)
+    try:
+        got = ("ok", fastjson.loads(text, short=not fastjson.has_long_digits(text)))
+    except ValueError as e:
+        got = ("error", str(e))
+    assert got == want

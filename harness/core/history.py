@@ -34,6 +34,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from harness.core import fastjson
 from harness.core.table import TableDeclaration
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
@@ -206,6 +207,16 @@ class History:
 
     def ops(self) -> list[Op]:
         """Pair invocations with completions, in invocation order."""
+        # Every checker and the report ask, a dozen times a check: paired
+        # once, and again only when events were added or the list replaced.
+        cached = self.__dict__.get("_ops_cache")
+        if cached is not None and cached[0] is self.events and cached[1] == len(self.events):
+            return list(cached[2])
+        out = self._pair()
+        self.__dict__["_ops_cache"] = (self.events, len(self.events), out)
+        return list(out)
+
+    def _pair(self) -> list[Op]:
         pending: dict[str, Op] = {}
         out: list[Op] = []
         for e in self.events:
@@ -249,12 +260,13 @@ def parse_lines(lines: Iterable[str]) -> History:
     events: list[Event] = []
     problems: list[tuple[int, str]] = []
     lines = list(lines)
+    short = not fastjson.has_long_digits("".join(lines))
     truncated = False
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            events.append(Event.from_json(_validate(json.loads(line))))
+            events.append(Event.from_json(_validate(fastjson.loads(line, short=short))))
         except (ValueError, TypeError, KeyError) as e:
             last = n == len(lines) and not line.endswith("\n")
             if last:

@@ -5,14 +5,10 @@ commit can be trusted, the :class:`Commit` view of its actions, and
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-try:
-    import orjson
-except ImportError:  # the json module alone gives the same actions, slower
-    orjson = None  # type: ignore[assignment]
+from harness.core.fastjson import has_long_digits, orjson
 
 
 @dataclass
@@ -228,17 +224,12 @@ def parse_commit_bytes(data: bytes) -> list[dict]:
     return actions if actions is not None else _parse_lines(data)
 
 
-# An int of 19 digits or more may not fit 64 bits, and orjson reads one
-# that does not as a float; json keeps it an int.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-
-
 def _parse_orjson(data: bytes) -> list[Any] | None:
     """orjson where it gives exactly what json.loads gives (4x faster on a
     long log), else None. It refuses whatever json reads otherwise or only
     with care (NaN, lone surrogates, a BOM, bytes not UTF-8: the other
     paths decide those), and an int of 19 digits or more is left to json."""
-    if orjson is None or _LONG_DIGITS.search(data):
+    if orjson is None or has_long_digits(data):
         return None
     actions = []
     try:
