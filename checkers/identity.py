@@ -28,9 +28,9 @@ import json
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict, no_versions
-from checkers.facts import column_values, commit_op_id
+from checkers.facts import commit_op_id
 from harness.core.history import FAIL, History
-from harness.deltalog import TransactionLog
+from harness.deltalog import TransactionLog, column_values
 
 NAME = "identity"
 _START = "delta.identity.start"

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.facts import column_values
-from harness.deltalog import TransactionLog
+from harness.deltalog import TransactionLog, column_values
 
 
 def row_columns(log: TransactionLog, columns: list[str]) -> dict[Any, tuple]:

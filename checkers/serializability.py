@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict, no_versions
-from checkers.facts import column_values, commit_op_id, table_facts
+from checkers.facts import commit_op_id, table_facts
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.core.history import FAIL, History, Op
@@ -43,10 +43,6 @@ def _default_by_node(history: History) -> dict[str, str]:
     return {node: by_engine[eng] for node, eng in declared.node_engines.items() if by_engine.get(eng) in LEVELS}
 
 
-def _column(table: Any, name: str) -> list[Any] | None:
-    return column_values(table, name)
-
-
 def extract(history: History, log: TransactionLog) -> TxnHistory:
     """The committed write transactions of a run, from its log and data."""
     ops: dict[str, Op] = {op.id: op for op in history.ops()}
@@ -60,6 +56,9 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     key_col = declared.row_key
     attr_col = declared.predicate_column
     level_assumed = False
+    # The columns each add's rows are read for (the predicate's attribute
+    # only where it is not the key; a "" is not read).
+    names = (key_col or "", "k", "id", "writer", "prev_writer", attr_col if attr_col and attr_col != key_col else "")
     alive: dict[str, list[tuple[Any, str, Any]]] = {}  # path -> row versions (key, writer, prev)
     attrs: dict[Any, Any] = {}  # row key -> predicate attribute, where it differs
     live_versions: dict[tuple[Any, str], int] = defaultdict(int)  # (key, writer) -> copies alive
@@ -74,14 +73,14 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             before_removed += alive.pop(rm["path"], [])
         added: list[tuple[Any, str, Any]] = []
         for add in adds:
-            rows = log.add_rows(add)
-            keys = (_column(rows, key_col) if key_col else None) or _column(rows, "k") or _column(rows, "id") or []
-            if attr_col and attr_col != key_col and attr_col in rows.column_names:
+            key_v, k_v, id_v, writers, prevs, attr_v = log.add_columns(add, names)
+            keys = (key_v if key_col else None) or k_v or id_v or []
+            if attr_v is not None and names[5]:
                 # strict=False: a file without a key column has no keys, and so
                 # no attributes and no row versions.
-                attrs.update(zip(keys, rows.column(attr_col).to_pylist(), strict=False))
-            writers = _column(rows, "writer") or [None] * len(keys)
-            prevs = _column(rows, "prev_writer") or [None] * len(keys)
+                attrs.update(zip(keys, attr_v, strict=False))
+            writers = writers or [None] * len(keys)
+            prevs = prevs or [None] * len(keys)
             versions = list(zip(keys, writers, prevs, strict=False))
             alive[add["path"]] = versions
             added += versions

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
 from harness.core import fastjson
-from harness.deltalog import Commit, _pool, actions, datafiles, read_log
+from harness.deltalog import Commit, _pool, actions, column_values, datafiles, read_log
 from harness.deltalog import read as reader
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,6 +71,18 @@ def _broken_run(tmp_path: Path) -> Path:
     pq.write_table(
         pa.table({"k": pa.array([], pa.int64()), "writer": pa.array([], pa.string())}), table / adds[41][1]
     )  # no rows, a column fewer
+    pq.write_table(
+        pa.table(
+            {
+                "k": [8],
+                "writer": ["y"],
+                "prev_writer": [None],
+                "ts": pa.array([1], pa.timestamp("ns", tz="UTC")),
+                "d": pa.array([1], pa.decimal128(5, 2)),
+            }
+        ),
+        table / adds[42][1],
+    )  # types whose Python values do not make the same array again: sent as Arrow
     with (log_dir / f"{60:020d}.json").open("a") as fh:
         fh.write('{"add": {"path": "broken\n')  # unparseable commit
     text = (log_dir / f"{70:020d}.json").read_text()
@@ -82,14 +94,25 @@ def _broken_run(tmp_path: Path) -> Path:
     return run
 
 
+_COLUMNS = ("k", "writer", "prev_writer", "extra", "absent")
+
+
 def _observe(run: Path, prefetch: bool) -> dict:
     log = read_log(str(run / "table"), prefetch_data=prefetch)
+    # What a checker replaying the log reads first (values the workers may
+    # have sent), then every file's table (built from those values).
+    columns = {}
+    for _v, _c, adds, _r in log.replay():
+        for a in adds:
+            columns[a["path"]] = log.add_columns(a, _COLUMNS)
     tables = {}
     for _v, _c, adds, _r in log.replay():
         for a in adds:
             t = log.file_rows(a["path"])
             tables[a["path"]] = (t.schema, t.to_pylist())
+            assert log.add_columns(a, _COLUMNS) == [column_values(t, c) for c in _COLUMNS]
     return {
+        "columns": columns,
         "versions": log.versions,
         "actions": {v: log.commits[v].actions for v in log.versions},
         "problems": [p.to_json() for p in log.problems],
@@ -100,6 +123,7 @@ def _observe(run: Path, prefetch: bool) -> dict:
 
 def _assert_same(a: dict, b: dict) -> None:
     assert a["versions"] == b["versions"]
+    assert a["columns"] == b["columns"]
     assert a["actions"] == b["actions"]
     assert a["problems"] == b["problems"]
     assert a["tables"].keys() == b["tables"].keys()
@@ -121,7 +145,10 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
     def counting_unpack(result, n):
         tables = real_unpack(result, n)
         unpacked.append(sum(t is not None for t in tables))
+        kinds.update(type(t).__name__ for t in tables if t is not None)
         return tables
+
+    kinds: set[str] = set()
 
     parsed: list[int] = []
     real_fetch = reader._parallel_fetch
@@ -145,6 +172,7 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
         # The workers did the work, except for the broken files.
         assert sum(unpacked) >= len(want["tables"]) - 40 and len(parsed) == len(want["versions"]) + 2
         assert sum(parsed) == len(parsed) - 2  # the unparseable one and the one that is not actions
+        assert kinds == {"_Rows", "Table"}  # values where they make the same table again, else Arrow
 
 
 def test_check_run_verdicts_are_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

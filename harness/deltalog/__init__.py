@@ -23,7 +23,7 @@ name. ``live_files`` keys are the raw log paths, so they match the log text.
 The modules, each importing only those above it in this list: ``names``
 (log entry names), ``actions`` (commits, their parser and checks),
 ``schema`` (Delta types as Arrow), ``dv`` (deletion vectors), ``store``
-(local directory or S3), ``_pool`` (reader processes), ``checkpoints``,
+(local directory or S3), ``checkpoints``, ``_pool`` (reader processes),
 ``datafiles`` (data files into Arrow), ``log`` (:class:`TransactionLog`),
 ``read`` (:func:`read_log`) and ``copy`` (:func:`copy_table`).
 """
@@ -42,7 +42,7 @@ from harness.deltalog.dv import (
     z85_decode,
     z85_encode,
 )
-from harness.deltalog.log import TransactionLog
+from harness.deltalog.log import TransactionLog, column_values
 from harness.deltalog.names import LOG_DIR
 from harness.deltalog.read import read_log
 
@@ -55,6 +55,7 @@ __all__ = [
     "LogProblem",
     "TransactionLog",
     "DataFileKeeper",
+    "column_values",
     "copy_table",
     "decode_roaring_bitmap_array",
     "dv_bytes",

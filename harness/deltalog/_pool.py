@@ -319,9 +319,11 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
     return out
 
 
-def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int, int] | None], list[bytes]]:
+def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int, int] | None], list[Any]]:
     """Decode data files; entry i is (payload, offset, rows) or None. Files
-    with the same schema (metadata included) share one IPC payload."""
+    with the same schema (metadata included) share one payload: the
+    columns' values as Python lists where the schema's types come back
+    from them exactly (_list_safe), else Arrow IPC."""
     entries: list[tuple[int, int, int] | None] = []
     groups: list[list[pa.Table]] = []
     offset = 0
@@ -343,12 +345,17 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
             offset = 0
         entries.append((len(groups) - 1, offset, n))
         offset += n
-    payloads: list[bytes] = []
+    payloads: list[Any] = []
     for gi, group in enumerate(groups):
         try:
             # One contiguous batch: per-file record batches would cost more
             # to frame than the files cost to decode.
             table = pa.concat_tables(group).combine_chunks() if len(group) > 1 else group[0]
+            if _list_safe(table.schema):
+                # The parent's checkers want Python values: one conversion
+                # per column of the batch here, not one per file there.
+                payloads.append((table.schema, [c.to_pylist() for c in table.columns]))
+                continue
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, table.schema) as writer:
                 writer.write_table(table)
@@ -359,15 +366,63 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
     return entries, payloads
 
 
-def _unpack_parquet(result: tuple[list, list[bytes]], n: int) -> list[pa.Table | None]:
+def _list_safe(schema: pa.Schema) -> bool:
+    """Types whose values pa.array(values, type) turns back into the same
+    array, and names that are unique (a column is found by its name)."""
+    t = pa.types
+    return len(set(schema.names)) == len(schema.names) and all(
+        t.is_integer(f.type)
+        or t.is_float32(f.type)
+        or t.is_float64(f.type)
+        or t.is_boolean(f.type)
+        or t.is_string(f.type)
+        or t.is_large_string(f.type)
+        or t.is_binary(f.type)
+        or t.is_large_binary(f.type)
+        or t.is_date32(f.type)
+        or t.is_null(f.type)
+        for f in schema
+    )
+
+
+class _Rows:
+    """A data file a worker process decoded, as Python values per column:
+    what the checkers read (column), and the Arrow table it was (table)."""
+
+    __slots__ = ("schema", "_cols", "_offset", "num_rows")
+
+    def __init__(self, schema: pa.Schema, cols: list[list[Any]], offset: int, num_rows: int) -> None:
+        self.schema, self._cols, self._offset, self.num_rows = schema, cols, offset, num_rows
+
+    def column(self, name: str) -> list[Any] | None:
+        """The column's values (a list of the caller's own); None when the
+        file has no such column."""
+        i = self.schema.get_field_index(name)
+        return None if i < 0 else self._cols[i][self._offset : self._offset + self.num_rows]
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_arrays(
+            [pa.array(self.column(f.name), type=f.type) for f in self.schema], schema=self.schema
+        )
+
+
+def _unpack_parquet(result: tuple[list, list[Any]], n: int) -> list[pa.Table | _Rows | None]:
     entries, payloads = result
-    tables = [pa.ipc.open_stream(pa.py_buffer(p)).read_all() if p else None for p in payloads]
-    out: list[pa.Table | None] = []
-    for e in entries:
-        if e is None or tables[e[0]] is None:
-            out.append(None)
+    tables: list[Any] = []
+    for p in payloads:
+        if isinstance(p, tuple):
+            tables.append(p)
         else:
-            out.append(tables[e[0]].slice(e[1], e[2]))
+            tables.append(pa.ipc.open_stream(pa.py_buffer(p)).read_all() if p else None)
+    out: list[pa.Table | _Rows | None] = []
+    for e in entries:
+        got = None if e is None else tables[e[0]]
+        if got is None:
+            out.append(None)
+        elif isinstance(got, tuple):
+            out.append(_Rows(got[0], got[1], e[1], e[2]))
+        else:
+            out.append(got.slice(e[1], e[2]))
     if len(out) != n:
         raise ValueError("worker returned a wrong number of files")
     return out

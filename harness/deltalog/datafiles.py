@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 import harness.deltalog._pool as _pool
-from harness.deltalog._pool import _BatchStream, _unpack_parquet
+from harness.deltalog._pool import _BatchStream, _Rows, _unpack_parquet
 from harness.deltalog.actions import Commit, LogProblem
 from harness.deltalog.dv import DeletionVectorError
 from harness.deltalog.schema import _partition_array, _read_parquet, _Schema
@@ -57,7 +57,7 @@ class _DataFiles:
         self._ahead_bytes = 0
         self._ahead_lock = threading.Lock()
         # Local stores: data files decoded by worker processes (_decoded_ahead).
-        self._pready: dict[str, pa.Table] = {}
+        self._pready: dict[str, pa.Table | _Rows] = {}
         self._pstream: _BatchStream | None = None
         self._pfrontier = 0  # next add position the stream will decode
         self._pfrom = 0  # add position of the stream's first file
@@ -67,9 +67,10 @@ class _DataFiles:
         self._dv_files: OrderedDict[str, bytes] = OrderedDict()
         self._dv_lock = threading.Lock()
 
-    def read(self, path: str, version: int | None) -> tuple[pa.Table | None, LogProblem | None]:
+    def read(self, path: str, version: int | None) -> tuple[pa.Table | _Rows | None, LogProblem | None]:
         """The rows of one data file as stored (before _logical), or None and
-        why not; `version` is the one that added it, for the problem."""
+        why not; `version` is the one that added it, for the problem. A file
+        a worker process decoded may come as its columns' values (_Rows)."""
         table = self._decoded_ahead(path)
         if table is not None:
             return table, None
@@ -88,7 +89,7 @@ class _DataFiles:
             self._add_order = order
         return self._add_order
 
-    def _decoded_ahead(self, path: str) -> pa.Table | None:
+    def _decoded_ahead(self, path: str) -> pa.Table | _Rows | None:
         """Local stores with many data files: `path` as decoded by a worker
         process (the file's table, before _logical), or None: then read it
         the ordinary way. Worker processes decode files in log order, a
@@ -129,7 +130,7 @@ class _DataFiles:
                     break
                 start, n, result = got
                 batch = stream.items[start : start + n]
-                tables: list[pa.Table | None] = [None] * n
+                tables: list[pa.Table | _Rows | None] = [None] * n
                 if result is not None:
                     try:
                         tables = _unpack_parquet(result, n)
