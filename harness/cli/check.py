@@ -33,7 +33,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = check_run(run_dir)
         rec.suites.append(junit.report_suite(report))
     print(json.dumps(report.doc, indent=2, default=str) if args.json else report.summary, end="\n" if args.json else "")
+    # The process ends next (entry() skips the interpreter's teardown): the
+    # run's objects are left to the exit, not freed one by one first.
+    _FINISHED.append(report)
     return report.exit_code
+
+
+_FINISHED: list = []
 
 
 def _recover_table(run_dir: Path) -> None:
