@@ -23,6 +23,7 @@ from pathlib import Path
 
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
+from harness.deltalog import _pool
 
 # (commits, seconds, MB or None): judged when a run of exactly that many commits ran.
 TARGETS = ((100_000, 10.0, 1024), (1_000_000, 120.0, None))
@@ -65,8 +66,13 @@ def measure_one(run_dir: str, profile: str | None = None) -> dict:
     else:
         report = check_run(run_dir)
     elapsed = time.perf_counter() - t0
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    _pool.stop_process_pool()  # the reader processes end, so their CPU time is counted below
+    readers = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "check_s": round(elapsed, 2),
+        "cpu_s": round(me.ru_utime + me.ru_stime, 2),
+        "reader_cpu_s": round(readers.ru_utime + readers.ru_stime, 2),
         "stage_s": report.stage_s,
         "verdict": report.verdict.value,
         "checkers": {r.checker: r.verdict.value for r in report.results},
@@ -126,6 +132,10 @@ def bench_check(
                 f"verdict {m['verdict']}"
             )
             print("    stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in m["stage_s"].items()))
+            print(
+                f"    CPU: {m['cpu_s']:.1f} s in the checking process, {m['reader_cpu_s']:.1f} s in its reader "
+                f"processes ({(m['cpu_s'] + m['reader_cpu_s']) / m['check_s']:.2f} cores busy on average)"
+            )
     finally:
         if not keep_dir:
             shutil.rmtree(root, ignore_errors=True)

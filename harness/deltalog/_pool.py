@@ -227,6 +227,14 @@ def _process_pool() -> _ReadPool:
         return _read_pool_instance
 
 
+def stop_process_pool() -> None:
+    """Stop the reader processes now (they start again when next needed)."""
+    with _pool_lock:
+        pool = _read_pool_instance
+    if pool is not None:
+        _discard_process_pool(pool)
+
+
 def _discard_process_pool(pool: Any) -> None:
     global _read_pool_instance
     with _pool_lock:
@@ -310,13 +318,24 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
     out: list[_Parsed | None] = []
     for version, rel in items:
         try:
-            with open(os.path.join(root, rel), "rb") as fh:
-                actions = parse_commit_bytes(fh.read())
+            actions = parse_commit_bytes(_read_bytes(os.path.join(root, rel)))
             err, problems = _check_actions(version, actions)
             out.append(None if err else _Parsed(actions, problems))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out
+
+
+def _read_bytes(name: str) -> bytes:
+    # A file object's setup costs more than reading a small data file.
+    fd = os.open(name, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int, int] | None], list[Any]]:
@@ -332,8 +351,7 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
             name = _local_file(root, path)
             if name is None:
                 raise ValueError("not a local path")
-            with open(name, "rb") as fh:
-                table = _read_parquet(fh.read())
+            table = _read_parquet(_read_bytes(name))
         except Exception:  # noqa: BLE001 - the parent retries it and reports
             entries.append(None)
             continue
