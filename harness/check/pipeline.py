@@ -161,14 +161,15 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     t0 = time.monotonic()
     laps = Laps()
     lap, stage_s = laps.lap, laps.seconds
-    history = load_history(hist_path)
-    lap("load history")
     # The checkers replay every data file in log order: decoding can start
-    # while the log is still being parsed.
+    # while the log is still being parsed, and goes on while the history
+    # is loaded.
     coordinator = load_coordinator(run_dir)
     log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator, kept=run_dir / KEPT_DIR)
     log.related = _related_logs(run_dir / "table", spec, coordinator)
     lap("read log")
+    history = load_history(hist_path)
+    lap("load history")
     no_evidence = _no_evidence(run, log)
     if no_evidence:
         # An empty history or log would pass some checkers vacuously

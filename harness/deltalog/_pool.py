@@ -301,26 +301,27 @@ def _local_file(root: str, path: str) -> str | None:
 
 
 class _Parsed:
-    """A commit a worker process read, parsed and validated (what
-    parse_commit_bytes and _check_actions give; only valid commits)."""
+    """A commit a worker process read, parsed and validated: its bytes (they
+    cost less to send and parse again than its actions cost to send) and
+    the problems _check_actions found (only commits with no fatal error)."""
 
-    __slots__ = ("actions", "problems")
+    __slots__ = ("data", "problems")
 
-    def __init__(self, actions: list[dict], problems: list[LogProblem]) -> None:
-        self.actions = actions
+    def __init__(self, data: bytes, problems: list[LogProblem]) -> None:
+        self.data = data
         self.problems = problems
 
     def __reduce__(self) -> tuple:
-        return (_Parsed, (self.actions, self.problems))
+        return (_Parsed, (self.data, self.problems))
 
 
 def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed | None]:
     out: list[_Parsed | None] = []
     for version, rel in items:
         try:
-            actions = parse_commit_bytes(_read_bytes(os.path.join(root, rel)))
-            err, problems = _check_actions(version, actions)
-            out.append(None if err else _Parsed(actions, problems))
+            data = _read_bytes(os.path.join(root, rel))
+            err, problems = _check_actions(version, parse_commit_bytes(data))
+            out.append(None if err else _Parsed(data, problems))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out
