@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
 from harness.deltalog.names import _SCHEME_RE, LOG_DIR
+from harness.deltalog.schema import _THREADED_READ_BYTES
 from harness.deltalog.store import _Store
 
 _CHECKPOINT_ACTIONS = (
@@ -124,11 +125,15 @@ def _read_summary(read: Callable[[str], bytes], rels: list[str]) -> tuple[set[st
         paths: set[str] = set()
         actions: list[dict] = []
         for rel in rels:
-            f = pq.ParquetFile(pa.BufferReader(read(rel)))
+            data = read(rel)
+            # Arrow's thread pool and pre-buffering cost a checkpoint of
+            # thousands of files more than they save (_THREADED_READ_BYTES).
+            big = len(data) >= _THREADED_READ_BYTES
+            f = pq.ParquetFile(pa.BufferReader(data), pre_buffer=big)
             cols = [c for c in ("add", "metaData", "protocol", "sidecar") if c in f.schema_arrow.names]
             # Of each add only its path: decoding the rest (stats, tags,
             # partition values) took half of reading a checkpoint.
-            t = f.read(columns=["add.path" if c == "add" else c for c in cols])
+            t = f.read(columns=["add.path" if c == "add" else c for c in cols], use_threads=big)
             if "sidecar" in cols and t["sidecar"].null_count < len(t):
                 raise _NeedFullRead()
             if "add" in cols:
