@@ -149,13 +149,20 @@ class _DataFiles:
         self._pstream = stream
         self._pfrom = self._pfrontier = pos
 
-    def adopt_stream(self, stream: _BatchStream, order: list[str]) -> None:
-        """Take over the stream read_log started while parsing; it covers
-        the add order from its start, or it is dropped."""
+    def adopt_stream(self, prefetch: _DataPrefetch, same_commits: bool) -> None:
+        """Take over the stream read_log started while parsing, and the add
+        order it kept, when it saw the log's commits in the log's order
+        (`same_commits`); else the stream is dropped."""
+        stream = prefetch.stream
+        if stream is None:
+            return
         with self._ahead_lock:
-            if [p for p, _ in self._ensure_add_order()] != order or self.tables is not None:
+            known = self._add_order
+            if not same_commits or self.tables is not None or (known is not None and known != prefetch.order):
                 stream.close()
                 return
+            if known is None:
+                self._add_order, self._add_pos = prefetch.order, prefetch.pos
             stream.finish()
             self._pstream = stream
             self._pfrom = self._pfrontier = 0
@@ -320,22 +327,27 @@ class _DataPrefetch:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.order: list[str] = []
-        self.seen: set[str] = set()
+        # What _DataFiles._ensure_add_order makes of the commits seen, in the
+        # order seen: (path, size) of each first add, and its position.
+        self.order: list[tuple[str, int]] = []
+        self.pos: dict[str, int] = {}
+        self.versions: list[int] = []  # the commits seen
         self.stream: _BatchStream | None = None
 
     def __call__(self, commit: Commit) -> None:
+        self.versions.append(commit.version)
         new = []
         for a in commit.adds:
             p = a["path"]
-            if p not in self.seen:
-                self.seen.add(p)
+            if p not in self.pos:
+                self.pos[p] = len(self.order)
+                size = a.get("size")
+                self.order.append((p, size if isinstance(size, int) and size > 0 else 1 << 20))
                 new.append(p)
         if not new:
             return
-        self.order += new
         if self.stream is not None:
             self.stream.extend(new)
         elif len(self.order) >= _pool._PARALLEL_MIN_FILES:
             self.stream = _BatchStream("parquet", self.root, _pool._PARALLEL_WINDOW_PREFETCH)
-            self.stream.extend(self.order)
+            self.stream.extend(p for p, _ in self.order)

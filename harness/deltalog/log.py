@@ -575,17 +575,18 @@ class TransactionLog:
         of every add: a file the worker processes decoded is then read from
         the values they sent, with no Arrow table built."""
         path = add["path"]
-        if add.get("deletionVector") is None and path not in self._files.cache:
+        if add.get("deletionVector") is None:
             values = self._file_values.get(path)
-            if values is None:
+            if values is not None:
+                return [values.column(n) for n in names]
+            if path not in self._files.cache:
                 version, first = self._add_index.get(path, (None, None))
                 got, problem = self._files.read(path, version)
-                if not isinstance(got, _Rows):
-                    self._cache_file(path, version, first, got, problem)
-                else:
-                    values = self._file_values[path] = got
-            if values is not None and self._as_stored(path):
-                return [values.column(n) for n in names]
+                if isinstance(got, _Rows) and self._as_stored(path):
+                    # Kept only where the values are the file's rows as the log means them.
+                    self._file_values[path] = got
+                    return [got.column(n) for n in names]
+                self._cache_file(path, version, first, got, problem)
         rows = self.add_rows(add)
         return [column_values(rows, n) for n in names]
 

@@ -321,7 +321,7 @@ def read_log(
     log._finish()
     log.start_checkpoint_summaries()
     if prefetch is not None and prefetch.stream is not None:
-        log._files.adopt_stream(prefetch.stream, prefetch.order)
+        log._files.adopt_stream(prefetch, prefetch.versions == log._versions)
     elif prefetch_data:
         log.prefetch_data_files()
     return log
