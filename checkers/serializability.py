@@ -65,7 +65,6 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     txns: list[Txn] = []
     unknown: dict[str, str] = {}
     last_delete: dict[Any, str] = {}  # key -> txn that last deleted it, so far in commit order
-    levels: dict[int, tuple[Any, Any]] = {}  # _declared_level's, by metaData action
     for version, commit, adds, removes in log.replay():
         if version == 0 and commit.metadata is not None and not adds:
             continue  # the table's creation
@@ -122,7 +121,7 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         if read_version is None and op is not None and isinstance(op.value, dict):
             rv = op.value.get("read_version")
             read_version = rv if isinstance(rv, int) else None
-        level = _declared_level(log, version - 1, levels) if version > 0 else None
+        level = log.property_at(version - 1, "delta.isolationLevel") if version > 0 else None
         if level not in LEVELS:
             level_assumed = True
             node = op.invoke.node if op is not None else None
@@ -132,16 +131,6 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         last_delete.update((d.key, tid) for d in deletes)
     assumed = "/".join(sorted(assumed_levels)) if node_default else default
     return TxnHistory(txns, failed, unknown, assumed if level_assumed else None)
-
-
-def _declared_level(log: TransactionLog, version: int, cache: dict[int, tuple[Any, Any]]) -> Any:
-    """The delta.isolationLevel the table declares at `version`: read once
-    per metaData action, not once per commit."""
-    meta = log.metadata_at(version)
-    hit = cache.get(id(meta))
-    if hit is None or hit[0] is not meta:  # the action is held, so its id is not reused
-        hit = cache[id(meta)] = (meta, log.configuration_at(version).get("delta.isolationLevel"))
-    return hit[1]
 
 
 def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate, ...]]:

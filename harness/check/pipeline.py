@@ -108,13 +108,29 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
     # Loading a long run builds millions of small objects (events, actions,
     # row versions) and no reference cycles to speak of: the cyclic GC would
     # only rescan them over and over (a quarter of the time at 100k commits).
+    global _frozen
+    if _frozen:
+        # What the last check left behind is collected now, cycles included.
+        gc.unfreeze()
+        gc.collect()
+        _frozen = False
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         return _check_run(run_dir, write)
     finally:
         if gc_was_enabled:
+            # Everything made since is young to the GC: its next collection
+            # would scan all of it (over a second at 100k commits, right
+            # after the verdict; the CLI exits next). Frozen, the Report's
+            # objects are freed by their reference counts when let go, and
+            # whatever cycles they are in by the next check_run.
+            gc.freeze()
+            _frozen = True
             gc.enable()
+
+
+_frozen = False  # check_run froze the GC's objects when it returned
 
 
 # Run folders written before spec.json recorded "related_tables":
@@ -458,7 +474,7 @@ def _isolation_levels(log: Any) -> list[str]:
     levels: list[str] = []
     for v in log.versions:
         try:
-            level = log.configuration_at(v).get("delta.isolationLevel") or "(none)"
+            level = log.property_at(v, "delta.isolationLevel") or "(none)"
         except Exception:  # noqa: BLE001 - a broken metaData is log-sanity's to report
             continue
         if not levels or levels[-1] != level:

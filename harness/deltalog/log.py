@@ -5,6 +5,7 @@ lazy access to the rows, with deletion vectors applied."""
 from __future__ import annotations
 
 import bisect
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -118,7 +119,10 @@ class TransactionLog:
         self._checkpoints: dict[int, _Checkpoint] = {}
         # The store (read_log sets it; checkpoints are read from it too), and
         # the data files read from it, cached and read ahead.
-        self._files = _DataFiles(self._adds_in_order)
+        # Through a weak reference: a log in no reference cycle is freed as
+        # soon as its last user lets go, without the cyclic GC.
+        me = weakref.ref(self)
+        self._files = _DataFiles(lambda: me()._adds_in_order())  # type: ignore[union-attr]
         # Deletion vectors: add_rows' results by (path, DV id), and the
         # version that first added each (path, DV) (for problems).
         self._dv_rows: dict[tuple[str, str], pa.Table] = {}
@@ -134,6 +138,7 @@ class TransactionLog:
         # file_rows turns one into its table; whether a schema is as stored.
         self._file_values: dict[str, _Rows] = {}
         self._stored_cache: dict[int, tuple[_Schema, bool]] = {}
+        self._property_cache: dict[tuple[int, str], tuple[dict | None, Any]] = {}
         # Checkpoints the worker processes are reading for check_checkpoints.
         self._ck_stream: _BatchStream | None = None
         self._ck_stream_versions: list[int] = []
@@ -388,6 +393,15 @@ class TransactionLog:
         md = self.metadata_at(version)
         conf = md.get("configuration") if md else None
         return dict(conf) if isinstance(conf, dict) else {}
+
+    def property_at(self, version: int, key: str) -> Any:
+        """``configuration_at(version).get(key)``, read once per metaData
+        action (a checker asks it of every version of a long log)."""
+        meta = self.metadata_at(version)
+        hit = self._property_cache.get((id(meta), key))
+        if hit is None or hit[0] is not meta:  # the action is held, so its id is not reused
+            hit = self._property_cache[(id(meta), key)] = (meta, self.configuration_at(version).get(key))
+        return hit[1]
 
     def protocol_at(self, version: int) -> dict | None:
         return self._at(version, self._proto_versions, "protocol")
