@@ -56,9 +56,6 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
     key_col = declared.row_key
     attr_col = declared.predicate_column
     level_assumed = False
-    # The columns each add's rows are read for (the predicate's attribute
-    # only where it is not the key; a "" is not read).
-    names = (key_col or "", "k", "id", "writer", "prev_writer", attr_col if attr_col and attr_col != key_col else "")
     alive: dict[str, list[tuple[Any, str, Any]]] = {}  # path -> row versions (key, writer, prev)
     attrs: dict[Any, Any] = {}  # row key -> predicate attribute, where it differs
     live_versions: dict[tuple[Any, str], int] = defaultdict(int)  # (key, writer) -> copies alive
@@ -73,14 +70,16 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             before_removed += alive.pop(rm["path"], [])
         added: list[tuple[Any, str, Any]] = []
         for add in adds:
-            key_v, k_v, id_v, writers, prevs, attr_v = log.add_columns(add, names)
-            keys = (key_v if key_col else None) or k_v or id_v or []
-            if attr_v is not None and names[5]:
-                # strict=False: a file without a key column has no keys, and so
-                # no attributes and no row versions.
-                attrs.update(zip(keys, attr_v, strict=False))
-            writers = writers or [None] * len(keys)
-            prevs = prevs or [None] * len(keys)
+            rows = log.add_values(add)
+            keys = (rows.column(key_col) if key_col else None) or rows.column("k") or rows.column("id") or []
+            if attr_col and attr_col != key_col:
+                attr = rows.column(attr_col)
+                if attr is not None:
+                    # strict=False: a file without a key column has no keys, and so
+                    # no attributes and no row versions.
+                    attrs.update(zip(keys, attr, strict=False))
+            writers = rows.column("writer") or [None] * len(keys)
+            prevs = rows.column("prev_writer") or [None] * len(keys)
             versions = list(zip(keys, writers, prevs, strict=False))
             alive[add["path"]] = versions
             added += versions

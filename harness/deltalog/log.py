@@ -44,6 +44,18 @@ def column_values(table: pa.Table, name: str) -> list[Any] | None:
     return col.chunk(0).to_pylist() if col.num_chunks == 1 else col.to_pylist()
 
 
+class _TableValues:
+    """An Arrow table's columns as Python values, as _Rows gives them."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def column(self, name: str) -> list[Any] | None:
+        return column_values(self.table, name)
+
+
 class _LivePaths:
     """The live files' paths of a replay from version 0 (the keys of
     live_files), kept up to date commit by commit, and which paths entered
@@ -585,24 +597,30 @@ class TransactionLog:
     def add_columns(self, add: dict, names: Sequence[str]) -> list[list[Any] | None]:
         """``[column_values(add_rows(add), name) for name in names]``: the
         rows an add makes live, column by column, as Python values (None
-        for a column they lack). A checker replaying a long log asks this
-        of every add: a file the worker processes decoded is then read from
-        the values they sent, with no Arrow table built."""
+        for a column they lack)."""
+        values = self.add_values(add)
+        return [values.column(n) for n in names]
+
+    def add_values(self, add: dict) -> _Rows | _TableValues:
+        """The rows an add makes live, to be read column by column as Python
+        values: ``.column(name)`` is ``column_values(add_rows(add), name)``.
+        A checker replaying a long log asks this of every add: a file the
+        worker processes decoded is then read from the values they sent,
+        with no Arrow table built."""
         path = add["path"]
         if add.get("deletionVector") is None:
             values = self._file_values.get(path)
             if values is not None:
-                return [values.column(n) for n in names]
+                return values
             if path not in self._files.cache:
                 version, first = self._add_index.get(path, (None, None))
                 got, problem = self._files.read(path, version)
                 if isinstance(got, _Rows) and self._as_stored(path):
                     # Kept only where the values are the file's rows as the log means them.
                     self._file_values[path] = got
-                    return [got.column(n) for n in names]
+                    return got
                 self._cache_file(path, version, first, got, problem)
-        rows = self.add_rows(add)
-        return [column_values(rows, n) for n in names]
+        return _TableValues(self.add_rows(add))
 
     def _as_stored(self, path: str) -> bool:
         """Whether the log means a file's columns as they are stored: no
