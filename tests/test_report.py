@@ -20,7 +20,7 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.claims import claim_text
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
-from harness.check.report import graphs, render_report
+from harness.check.report import HistoryPlots, graphs, render_report
 from harness.check.report.plots import (
     Fault,
     Span,
@@ -169,6 +169,27 @@ def test_many_anomalies_of_a_kind_show_a_few_and_a_count(tmp_path: Path) -> None
     assert "rows (1): <code>1</code>" in html
     # The anomalies' ops are outlined on the timeline.
     assert 'id="tl-anomaly"' in html
+
+
+def _without_timing(html: str) -> str:
+    # When the page and each plot were drawn: all else is the same.
+    html = re.sub(r"<dc:date>[^<]*</dc:date>", "<dc:date/>", html)
+    return re.sub(r"Drawn in [0-9.]+ s", "Drawn in - s", html)
+
+
+@pytest.mark.parametrize("anomalous", [False, True])
+def test_plots_drawn_on_their_own_thread_make_the_same_page(tmp_path: Path, anomalous: bool) -> None:
+    """check_run has the history's plots drawn while the checkers run: the
+    page is the one render_report draws by itself, with an anomaly's ops
+    outlined or without."""
+    history = _history_with_a_fault().history()
+    anomalies = [Anomaly("stale-read", "C12", "read 1.2 was stale", ops=["1.2"], versions=[1])] if anomalous else []
+    results = [CheckResult("read-validity", Verdict.INVALID if anomalous else Verdict.VALID, "x", anomalies)]
+    kwargs = {"doc": {"verdict": "valid"}, "results": results, "history": history, "spec": {}, "run": {}}
+    plain = render_report(tmp_path, **kwargs)
+    drawn = HistoryPlots(history)
+    assert _without_timing(render_report(tmp_path, **kwargs, drawn=drawn)) == _without_timing(plain)
+    assert ('id="tl-anomaly"' in plain) is anomalous
 
 
 # -- pages of run folders -----------------------------------------------------------

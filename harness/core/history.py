@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -110,7 +111,7 @@ class OpError:
         return cls(klass, str(d.get("raw", "")))
 
 
-@dataclass
+@dataclass(slots=True)  # a long run's history holds hundreds of thousands
 class Event:
     index: int
     time: int
@@ -136,18 +137,23 @@ class Event:
             index=int(d["index"]),
             time=int(d["time"]),
             process=d["process"],
-            type=d["type"],
-            f=d["f"],
+            # A few names over hundreds of thousands of events: one copy each.
+            type=_shared(d["type"]),
+            f=_shared(d["f"]),
             id=str(d["id"]),
             value=d.get("value"),
             version=d.get("version"),
             error=OpError.from_json(err) if isinstance(err, dict) else None,
-            node=d.get("node"),
+            node=_shared(d.get("node")),
             wall=d.get("wall"),
         )
 
 
-@dataclass
+def _shared(x: Any) -> Any:
+    return sys.intern(x) if type(x) is str else x
+
+
+@dataclass(slots=True)
 class Op:
     """An invocation paired with its completion (None while in flight)."""
 

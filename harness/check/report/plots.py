@@ -49,7 +49,7 @@ _FAULT_COLOURS = ("#7b68ee", "#20b2aa", "#ff69b4", "#8b4513", "#4682b4", "#9acd3
 _SVG_NS = "http://www.w3.org/2000/svg"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per op: a long run has hundreds of thousands
 class Span:
     """One client op: invoke to completion, in seconds since the run began."""
 

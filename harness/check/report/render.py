@@ -6,6 +6,7 @@ the run (timeline, latency, throughput, conflicts) and the run's spec."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from harness.check.report.plots import (
 )
 from harness.core.history import History, Op, error_class_label
 
-__all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "render_report", "write_report"]
+__all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "HistoryPlots", "render_report", "write_report"]
 
 REPORT_NAME = "report.html"
 # A checker that finds thousands of anomalies (one broken commit can make
@@ -64,11 +65,12 @@ def write_report(
     history: History,
     spec: dict[str, Any],
     run: dict[str, Any],
+    drawn: HistoryPlots | None = None,
 ) -> Path:
     """Writes report.html into `run_dir` (after results.json's anomaly graphs,
     whose SVGs it reuses) and returns its path."""
     path = run_dir / REPORT_NAME
-    html = render_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run)
+    html = render_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run, drawn=drawn)
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)  # a reader never sees half a page
@@ -83,11 +85,17 @@ def render_report(
     history: History,
     spec: dict[str, Any],
     run: dict[str, Any],
+    drawn: HistoryPlots | None = None,
 ) -> str:
+    """The page. `drawn`: the plots HistoryPlots started drawing from this
+    history, taken where they are done (else drawn here)."""
     t0 = time.monotonic()
-    spans = spans_of(history)
-    faults = faults_of(history)
+    got = drawn.result() if drawn is not None else None
+    if got is None:
+        got = _draw(history)
+    spans, faults = got["spans"], got["faults"]
     ops = {op.id: op for op in history.ops()}
+    anomalous = frozenset(o for r in results for a in r.anomalies for o in a.ops)
     verdict = str(doc.get("verdict", "unknown"))
     title = f"{verdict.upper()}: {_run_name(run_dir)}"
     sections = [
@@ -98,17 +106,64 @@ def render_report(
         _timeline(
             spans,
             faults,
-            frozenset(o for r in results for a in r.anomalies for o in a.ops),
+            anomalous,
             next((a.ops for r in results for a in r.anomalies if a.ops), []),
+            None if anomalous else got["timeline"],
         ),
-        _plot_section("latency", "Latency", latency_svg(spans, faults)),
-        _plot_section("throughput", "Throughput", throughput_svg(spans, faults)),
-        _errors(doc, spans, faults),
+        _plot_section("latency", "Latency", got["latency"]),
+        _plot_section("throughput", "Throughput", got["throughput"]),
+        _errors(doc, got["conflict_rate"]),
         _spec(spec, doc, run),
     ]
     footer = f'<p class="muted">Drawn in {time.monotonic() - t0:.1f} s from the run folder by delta-jepsen check.</p>'
     body = f"{_header(run_dir, verdict, doc, spec)}<main>{''.join(sections)}{footer}</main>"
     return page(title, body, extra_css=_CSS)
+
+
+def _draw(history: History) -> dict[str, Any]:
+    """The plots drawn from the history alone, the whole-run timeline as it
+    is with no op highlighted, and the spans and faults they were drawn from."""
+    spans = spans_of(history)
+    faults = faults_of(history)
+    return {
+        "spans": spans,
+        "faults": faults,
+        "timeline": timeline_svg(spans, faults),
+        "latency": latency_svg(spans, faults),
+        "throughput": throughput_svg(spans, faults),
+        "conflict_rate": conflict_rate_svg(spans, faults),
+    }
+
+
+# The plots of a long history take seconds; a wait longer than this for
+# them means something is wrong, and the page goes without them.
+_DRAW_TIMEOUT_S = 600.0
+
+
+class HistoryPlots:
+    """The report's plots that need only the history, drawn on a thread of
+    their own while the checkers run (a long run's checkers spend much of
+    their time waiting for data files to be decoded). Until result() has
+    them, this thread is the only one drawing: matplotlib is not made for
+    two at once."""
+
+    def __init__(self, history: History) -> None:
+        self._got: dict[str, Any] | None = None
+        self._thread = threading.Thread(target=self._run, args=(history,), name="report-plots", daemon=True)
+        self._thread.start()
+
+    def _run(self, history: History) -> None:
+        try:
+            self._got = _draw(history)
+        except Exception:  # noqa: BLE001 - render_report draws them again, and reports what fails then
+            self._got = None
+
+    def result(self) -> dict[str, Any] | None:
+        """The plots, once drawn; None if drawing them failed (draw them again)."""
+        self._thread.join(_DRAW_TIMEOUT_S)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the report's plots were not drawn in {_DRAW_TIMEOUT_S:.0f} s")
+        return self._got
 
 
 # -- verdict ---------------------------------------------------------------------
@@ -415,8 +470,14 @@ def _zoom_window(spans: Sequence[Span], first: Sequence[str]) -> tuple[float, fl
     return max(lo - pad, min(s.start for s in spans)), hi + pad
 
 
-def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozenset[str], first: Sequence[str]) -> str:
-    svg, note = timeline_svg(spans, faults, highlight=anomalous)
+def _timeline(
+    spans: Sequence[Span],
+    faults: Sequence[Fault],
+    anomalous: frozenset[str],
+    first: Sequence[str],
+    drawn: tuple[str, str] | None = None,
+) -> str:
+    svg, note = drawn if drawn is not None else timeline_svg(spans, faults, highlight=anomalous)
     window = _zoom_window(spans, first)
     zoom = ""
     if window is not None:
@@ -446,7 +507,7 @@ def _timeline(spans: Sequence[Span], faults: Sequence[Fault], anomalous: frozens
     return _plot_section("timeline", "Timeline", svg, intro).replace("</section>", zoom + "</section>")
 
 
-def _errors(doc: dict[str, Any], spans: Sequence[Span], faults: Sequence[Fault]) -> str:
+def _errors(doc: dict[str, Any], conflict_rate: str) -> str:
     h = doc.get("history") or {}
     by_f: dict[str, dict[str, int]] = h.get("error_classes_by_f") or {}
     ops_by_f: dict[str, int] = h.get("by_f") or {}
@@ -465,7 +526,7 @@ def _errors(doc: dict[str, Any], spans: Sequence[Span], faults: Sequence[Fault])
     rate = _plot_section(
         "conflict-rate",
         "Conflict rate over time",
-        conflict_rate_svg(spans, faults),
+        conflict_rate,
         "<p class=muted>Of the write ops (every op but reads) completing in each interval, the share that failed "
         "because of a concurrent commit (E1-E6 or unclassified).</p>",
     )
