@@ -206,7 +206,8 @@ def test_bench_check_command(tmp_path: Path) -> None:
     assert "300 commits: generated in" in proc.stdout
     assert "300 commits: check" in proc.stdout and "peak RSS" in proc.stdout and "verdict valid" in proc.stdout
     # Where the time went, stage by stage.
-    assert "stages: load history" in proc.stdout and "checker serializability" in proc.stdout
+    assert "stages: read log" in proc.stdout and "load history" in proc.stdout, proc.stdout
+    assert "checker serializability" in proc.stdout and "in its reader processes" in proc.stdout, proc.stdout
     again = run_cli("bench-check", "--commits", "300", "--dir", str(tmp_path / "b"), timeout=300)
     assert again.returncode == 0 and "reusing" in again.stdout
     bad = run_cli("bench-check", "--commits", "x")

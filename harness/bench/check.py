@@ -2,7 +2,7 @@
 
 For each size, one process writes a stored run folder from a simulated
 history (harness.bench.synth_run: real Delta JSON commits, checkpoints every
-100 commits and parquet data files, a table of KEYS rows at every size;
+100 commits and parquet data files, a table of one row per 10 commits, at most KEYS;
 timed separately as the generation), then a fresh process times
 ``check_run`` on it end to end, to the Report it returns: read the log and
 every data file, load history.jsonl, run the spec's checkers (log-sanity,
@@ -28,10 +28,17 @@ from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
 from harness.deltalog import _pool
 
-# Rows of the simulated table, whatever the length of the run: a workload's
-# key space is its own, not the run's (and a table growing with the run would
+# Rows of the simulated table: one per 10 commits (the simulator's own
+# choice) up to KEYS, and no more however long the run: a workload's key
+# space is its own, not the run's (and a table growing with the run would
 # make every checkpoint bigger, the log's bytes quadratic in its length).
 KEYS = 10_000
+
+
+def keys(commits: int) -> int:
+    return min(KEYS, max(64, commits // 10))
+
+
 # (commits, seconds, MB or None): judged when a run of exactly that many commits ran.
 TARGETS = ((100_000, 10.0, 1024), (1_000_000, 120.0, None))
 
@@ -49,7 +56,7 @@ def _dir_size(path: Path) -> int:
 
 def generate_one(run_dir: str, commits: int, concurrency: int, seed: int) -> dict:
     t0 = time.perf_counter()
-    info = write_run(run_dir, commits, commits=commits, concurrency=concurrency, seed=seed, n_keys=KEYS)
+    info = write_run(run_dir, commits, commits=commits, concurrency=concurrency, seed=seed, n_keys=keys(commits))
     return {
         "generate_s": round(time.perf_counter() - t0, 2),
         "versions": info.versions,
@@ -109,7 +116,7 @@ def bench_check(
     rows = []
     try:
         for n in sizes:
-            run_dir = root / f"run-{n}-c{concurrency}-s{seed}-k{KEYS}"
+            run_dir = root / f"run-{n}-c{concurrency}-s{seed}-k{keys(n)}"
             if (run_dir / "history.jsonl").is_file() and (run_dir / "spec.json").is_file():
                 gen = {"reused": True, "versions": len(list((run_dir / "table" / "_delta_log").glob("*.json")))}
                 print(f"  {n} commits: reusing {run_dir}")
