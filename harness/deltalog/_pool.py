@@ -334,12 +334,8 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
     return out
 
 
-def _read_bytes(name: str) -> bytes:
-    # A file object's setup costs more than reading a small data file.
-    return _read_fd(os.open(name, os.O_RDONLY))
-
-
 def _read_fd(fd: int) -> bytes:
+    # os.read: a file object's setup costs more than reading a small data file.
     try:
         chunks = []
         while chunk := os.read(fd, 1 << 20):
