@@ -8,7 +8,6 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from checkers.base import Anomaly, CheckResult, Verdict
-from checkers.facts import table_facts
 from harness.core.history import History
 from harness.deltalog import TransactionLog
 
@@ -38,9 +37,9 @@ def check(history: History, log: TransactionLog) -> CheckResult:
         return CheckResult(
             NAME, Verdict.UNKNOWN, "No transaction log was found, so nothing about the table can be checked."
         )
-    # Replay first: reading the data files records their problems
+    # Read every data file first: that records their problems
     # ("data-file-unreadable") on the log, and they must be seen below.
-    table_facts(log)
+    log.read_data_files()
     # The reader trusts checkpoints to skip JSON; whether each agrees with
     # the JSON commits it summarizes is only known by comparing them.
     log.check_checkpoints()

@@ -562,6 +562,13 @@ class TransactionLog:
         records, are the same with or without the hint."""
         self._files.prefetch()
 
+    def read_data_files(self) -> None:
+        """Read every data file (and deletion vector) the JSON commits add,
+        in log order, as a checker replaying the log would: each one's
+        problems are then recorded. What was read already is not read again."""
+        for add in self._adds_in_order():
+            self.add_values(add)
+
     def file_rows(self, path: str) -> pa.Table:
         """Rows of one data file, logical column names, partition columns
         (from its add's partitionValues) appended when the file lacks them.
