@@ -50,7 +50,8 @@ class SpawnRefused(HarnessError):
         return cls(f"the OS refused to start {what}: {why}" + (f" ({limit})" if limit else ""))
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """This process is killed when its parent's spawning thread ends (Linux)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -102,7 +103,7 @@ class ManagedProcess:
                 # Own session: a terminal's Ctrl-C reaches only the harness, which
                 # then stops children in order (workers before servers).
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except OSError as e:
             if self._log is not None:
