@@ -208,6 +208,7 @@ def test_bench_check_command(tmp_path: Path) -> None:
     # Where the time went, stage by stage.
     assert "stages: read log" in proc.stdout and "load history" in proc.stdout, proc.stdout
     assert "checker serializability" in proc.stdout and "in its reader processes" in proc.stdout, proc.stdout
+    assert "this machine: a 5M-step Python loop takes" in proc.stdout, proc.stdout
     again = run_cli("bench-check", "--commits", "300", "--dir", str(tmp_path / "b"), timeout=300)
     assert again.returncode == 0 and "reusing" in again.stdout
     bad = run_cli("bench-check", "--commits", "x")

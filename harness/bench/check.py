@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.bench.machine import speed_line
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
 from harness.deltalog import _pool
@@ -111,6 +112,7 @@ def bench_check(
         f"bench-check: `delta-jepsen check` of stored simulated runs (concurrency {concurrency}, seed {seed}, "
         f"{os.cpu_count()} CPUs)"
     )
+    print(speed_line())
     root = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="dj-bench-check-"))
     root.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -19,6 +19,7 @@ import sys
 import time
 
 from checkers.txn_graph import analyze
+from harness.bench.machine import speed_line
 from harness.bench.simulate import SimConfig, run_columns
 
 TARGET_1M_TXNS_S = 250_000
@@ -61,6 +62,7 @@ def bench_checker(sizes: list[int], concurrency: int, level: str, seed: int) -> 
         f"bench-checker: serializability analysis on simulated histories "
         f"(concurrency {concurrency}, {level}, seed {seed})"
     )
+    print(speed_line())
     print(
         f"  {'attempted':>10} {'committed':>10} {'generate':>9} {'analyze':>9} {'txns/s':>9} {'peak RSS':>9}"
         f" {'backward':>9} {'anomalies':>9}"
