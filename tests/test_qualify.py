@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,6 +137,15 @@ def _conflicts_instead(matrix: Path) -> None:
     assert classes == {"ConcurrentDeleteDeleteException"}, classes
 
 
+def _why_not(run: Path, repro: Any) -> str:
+    """What a replay that did not reproduce did: its output, the schedule
+    it replayed and each attempt's notes, outcomes and findings."""
+    parts = [repro.stdout[-2000:], repro.stderr[-2000:]]
+    for f in sorted((run / "repro").glob("*/outcome.json")):
+        parts.append(f"{f}: {f.read_text()[:6000]}")
+    return "\n".join(parts)
+
+
 @pytest.mark.integration
 def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regression(tmp_path: Path) -> None:
     from tests.browser import static_server, visit
@@ -186,7 +196,7 @@ def test_qualify_shows_0_8_1_s_duplicated_rows_fixed_in_0_9_0_and_swapped_a_regr
     # its own environment: two transfers from one snapshot both commit.
     run, _doc, _history = _one_run(root / "baseline" / "matrix")
     repro = run_cli("reproduce", str(run), "--anomaly", "G-single", "--no-shrink", "--repeat", "1", timeout=300)
-    assert repro.returncode == 1 and "REPRODUCED in 1 of 1" in repro.stdout, repro.stdout[-2000:] + repro.stderr
+    assert repro.returncode == 1 and "REPRODUCED in 1 of 1" in repro.stdout, _why_not(run, repro)
     (report,) = list((run / "repro").glob("*/REPORT.md"))
     assert "versions: deltalake 0.8.1" in report.read_text()
 
