@@ -20,6 +20,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
+from checkers.facts import table_facts
 from harness.core.errors import HarnessError
 from harness.run.storage import EmbeddedS3, open_storage
 from harness.s3proxy.s3 import filter_young
@@ -495,14 +496,26 @@ def test_delta_rs_commits_answered_past_its_timeout_resolve_as_committed(results
     """Measured (seed 11, --op-timeout 5): 70 ok / 0 fail / 4 info, valid;
     the 4 info ops (2 timeouts, 2 resets at the heal) all resolved as
     committed, which they were: the proxy holds only answers to applied
-    PUTs."""
+    PUTs. On a loaded machine an op the fault never touched can also run
+    past the timeout before its commit (seen in CI: 5 info, 1 of them not
+    committed); that op is a timeout, and the checker rightly finds no
+    commit of it."""
     run_dir, doc = _engine_run(results_dir, "delta-rs", "ambiguous-late", "--op-timeout", "5")
     _assert_nemesis_ran(run_dir, doc, "ambiguous-late", "applied-late")
     assert_only_known_findings(doc, run_dir, "delta-rs")
     atomicity = next(c for c in doc["checkers"] if c["checker"] == "atomicity")
     resolution = atomicity["stats"]["info_resolution"]
-    assert doc["history"]["info"] >= 1 and resolution["not_committed"] == 0, (doc["history"], resolution)
-    assert resolution["committed"] >= 1, resolution
+    held = _faults_applied(run_dir)["applied-late"]
+    # Each held answer was to an applied commit PUT: its op is info and committed.
+    assert resolution["committed"] >= held and resolution["may_have_committed"] == 0, (held, resolution)
+    view = RunView(run_dir, doc)
+    facts = table_facts(view.log)
+    committed = set(facts.commit_ops.values()) | set(facts.writer_rows)
+    info = [e for e in view.completions.values() if e["type"] == "info" and e["process"] != "nemesis"]
+    uncommitted = [e for e in info if e["id"] not in committed]
+    # Only an op the harness gave up on before it committed may be neither.
+    assert len(uncommitted) == resolution["not_committed"], (uncommitted, resolution)
+    assert all((e["error"] or {}).get("class") == "timeout" for e in uncommitted), uncommitted
 
 
 @pytest.mark.integration
