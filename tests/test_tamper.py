@@ -29,7 +29,7 @@ import pytest
 
 from checkers.facts import Fingerprint
 from harness.check.pipeline import check_run
-from tests.conftest import REPO, only_run_dir, run_cli
+from tests.conftest import REPO, load_results, only_run_dir, run_cli
 from tests.known import DELTA_RS_TIME_TRAVEL_AFTER_CLEANUP, RunView, explaining
 
 # -- a run folder, as files ------------------------------------------------------
@@ -692,6 +692,9 @@ def plant_time_travel_wrong_time(run: Run) -> None:
             continue  # not judged
         lo = newest_by(times, at - SLACK_MS) or times[0][0]
         hi = newest_by(times, at + SLACK_MS)  # at least version times[0]'s
+        said = e["value"].get("resolved")
+        if isinstance(said, int) and not lo <= said <= hi:
+            continue  # a mismatch already (a known deviation): the plant must add one
         for v, _ in times:
             if not lo <= v <= hi and facts.fingerprints.get(v) not in (None, got):
                 run.edit_event(e["index"], value={**e["value"], "ids": sorted(facts.state(v)), "resolved": v})
@@ -1024,7 +1027,10 @@ CONCURRENCY = {"compaction": 1, "partitioned": 1, "identity": 2}
 # One JVM (its sessions still race), a longer run and a longer wait: the
 # first use builds the release's environment and fetches its jars.
 ENGINE = {"identity": "delta-spark==4.4.0", "streaming": "delta-spark"}
-TIME_LIMIT = {"identity": 4, "streaming": 12}
+# maintenance: on a loaded machine (three runs at once on two cores), 4 s
+# runs had no RESTORE or no VACUUM commit in 7 of 19 (each one killed), so
+# nothing to judge; 8 s runs had both in 35 of 35.
+TIME_LIMIT = {"identity": 4, "streaming": 12, "maintenance": 8}
 EXTRA = {
     "identity": ("--nodes", "1"),
     # The stream's JVM killed while its query runs (3-5 s into a stream op),
@@ -1049,18 +1055,31 @@ RUN_CHECKS = {
 BASE_KNOWN = {"maintenance": (DELTA_RS_TIME_TRAVEL_AFTER_CLEANUP,)}
 
 
-def _known_in_base(workload: str, run_dir: Path, report: Any) -> dict[str, int]:
+def _known_in_base(workload: str, original: Path, clean: Path, report: Any) -> dict[str, int]:
     """Anomalies of the untouched run, by checker, each a known deviation of
-    BASE_KNOWN shown by its evidence; any other anomaly fails the test."""
-    view = RunView(run_dir, report.doc)
-    known, out, unexplained = BASE_KNOWN.get(workload, ()), {}, []
-    for checker, a in view.anomalies():
-        k, _ = explaining(view, a, known)
-        if k is None:
-            unexplained.append(f"{checker}: {a['kind']}: {a['explanation'][:200]}")
+    BASE_KNOWN shown by its evidence; any other anomaly fails the test.
+
+    The evidence is read from the run as it was made: the clean copy has
+    its cleaned-up commits back from the kept copies (drop_checkpoints), so
+    it no longer shows which commits log cleanup had deleted. Each anomaly
+    of the clean copy must be one the original run shows and explains."""
+    known = BASE_KNOWN.get(workload, ())
+    explained, unexplained = set(), []
+    if report.doc and any(c["anomalies"] for c in report.doc["checkers"]):
+        view = RunView(original, load_results(original))  # as the run checked it
+        for checker, a in view.anomalies():
+            k, _ = explaining(view, a, known)
+            if k is None:
+                unexplained.append(f"{checker}: {a['kind']}: {a['explanation'][:400]}")
+                continue
+            explained.add((checker, a["kind"], tuple(a["ops"])))
+            warnings.warn(f"[{k.id}] shown in the untouched run: {a['explanation'][:200]}", stacklevel=2)
+    out: dict[str, int] = {}
+    for checker, a in RunView(clean, report.doc).anomalies():
+        if (checker, a["kind"], tuple(a["ops"])) not in explained:
+            unexplained.append(f"{checker}: {a['kind']} (clean copy): {a['explanation'][:400]}")
             continue
         out[checker] = out.get(checker, 0) + 1
-        warnings.warn(f"[{k.id}] shown in the untouched run: {a['explanation'][:200]}", stacklevel=2)
     assert not unexplained, unexplained
     return out
 
@@ -1105,7 +1124,7 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
     shutil.copytree(original, clean, symlinks=True)
     Run(clean).drop_checkpoints()
     report = check_run(clean, write=False)
-    base = _known_in_base(workload, clean, report)
+    base = _known_in_base(workload, original, clean, report)
     assert report.verdict.value == "valid" or base, [
         (r.checker, r.verdict.value, r.explanation[:200]) for r in report.results
     ]
