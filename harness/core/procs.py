@@ -26,6 +26,9 @@ from typing import IO
 from harness.core.errors import HarnessError
 
 _PR_SET_PDEATHSIG = 1
+# Helper processes (a check's log readers, its plots) run at this niceness:
+# the process that parses and checks goes first.
+HELPER_NICE = 5
 
 # The errors of a process or thread the OS would not start, and the limit each means.
 _REFUSALS = {

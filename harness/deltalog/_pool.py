@@ -6,11 +6,9 @@ window ahead of the thread that replays the log, with the pipe protocol
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import pickle
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +20,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from harness.core.procs import HELPER_NICE, die_with_parent
 from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
 from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
@@ -54,7 +53,7 @@ _PARALLEL_BATCH_CHECKPOINTS = 8
 _PARALLEL_WINDOW_COMMITS = 64
 _PARALLEL_WINDOW = 8
 _PARALLEL_WINDOW_PREFETCH = 256
-# Processes: one per core (they run niced: see _WORKER_NICE). One more, to
+# Processes: one per core (they run niced: HELPER_NICE). One more, to
 # keep the cores busy while a read waits on the disk, measured slower: with
 # the page cache warm, the extra process's switches cost more CPU than it
 # saved (bench-check, 100k commits, 2 cores: 12.1 s with 3, 11.0 s with 2).
@@ -80,7 +79,6 @@ class _WorkerTask:
 
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl
-_WORKER_NICE = 5
 # Worker-side priority: a JSON commit's bytes are waited for now, a data
 # file is decoded ahead of need, a checkpoint is compared last of all.
 _PRIORITY = {"commits": 0, "parquet": 1, "checkpoints": 2}
@@ -251,14 +249,11 @@ def _discard_process_pool(pool: Any) -> None:
 def _worker_main(parent: int) -> None:
     """A reader process: serve requests from stdin until it closes, JSON
     reads before data files, oldest first within each."""
-    try:  # the harness leaves no orphans, even when it is killed
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    die_with_parent()  # the harness leaves no orphans, even when it is killed
     if os.getppid() != parent:
         return  # the parent died before that took effect
     try:  # a helper: the thread that parses and checks goes first
-        os.nice(_WORKER_NICE)
+        os.nice(HELPER_NICE)
     except OSError:
         pass
     inp, out = sys.stdin.buffer, sys.stdout.buffer

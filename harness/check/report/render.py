@@ -34,7 +34,7 @@ from harness.check.report.plots import (
     timeline_svg,
 )
 from harness.core.history import History, Op, error_class_label
-from harness.core.procs import die_with_parent
+from harness.core.procs import HELPER_NICE, die_with_parent
 
 __all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "HistoryPlots", "render_report", "write_report"]
 
@@ -148,7 +148,6 @@ def _draw(history: History) -> dict[str, Any]:
 # The plots of a long history take seconds; a wait longer than this for
 # them means something is wrong, and the page goes without them.
 _DRAW_TIMEOUT_S = 600.0
-_DRAW_NICE = 5  # the log's reader processes' niceness (harness.deltalog)
 
 
 class HistoryPlots:
@@ -231,7 +230,7 @@ def _draw_in_child(history: History, fd: int) -> None:
         # The page waits for the plots only at the end; the checkers wait for
         # the reader processes all along: the plots yield to them as they do.
         with contextlib.suppress(OSError):
-            os.nice(_DRAW_NICE)
+            os.nice(HELPER_NICE)
         got = _draw(history)
         del got["spans"]
         data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
