@@ -73,7 +73,8 @@ class KillMidOpNemesis(KillNemesis):
     `kill_during` ops (VACUUM, RESTORE, a checkpoint, a streaming query):
     the fault waits, for up to its half of the cycle, for a client to start
     one, then, the workload's `kill_after` seconds into it (a range, drawn
-    from) and if the op still runs, kills the engine running it: the node's
+    from; at once where this thread first sees the op later than that) and
+    if the op still runs, kills the engine running it: the node's
     server where the node has one (a delta-spark JVM, a Sail server: started
     again when the fault stops), else the client worker, in which the engine
     runs (delta-rs): either way the operation itself dies half done."""
@@ -85,7 +86,8 @@ class KillMidOpNemesis(KillNemesis):
         if not ctx.target_ops:
             raise NemesisError("kill-mid-op: the workload names no op to kill the engine during (kill_during)")
         cl = ctx.cluster
-        deadline = time.monotonic() + ctx.fault_seconds
+        opened = time.monotonic()
+        deadline = opened + ctx.fault_seconds
         while time.monotonic() < deadline:
             busy = [c for c in cl.clients() if c.op in ctx.target_ops]
             if not busy:
@@ -94,13 +96,16 @@ class KillMidOpNemesis(KillNemesis):
             c = ctx.rng.choice(busy)
             lo, hi = ctx.kill_after
             started = c.op_started if c.op_started is not None else time.monotonic()
-            if time.monotonic() - started > hi:
+            if time.monotonic() - started > hi and started < opened:
                 time.sleep(self.POLL_S)
-                continue  # too far in already: wait for the next one
+                continue  # begun before this fault and too far in: wait for the next one
+            # One begun in this fault's window but first seen past `hi` (this
+            # thread ran late on a loaded machine: with a window of a few
+            # milliseconds no kill landed at all there) dies now, still mid-op.
             time.sleep(max(0.0, started + ctx.rng.uniform(lo, hi) - time.monotonic()))
             if not any(x.process == c.process and x.op_id == c.op_id for x in cl.clients()):
                 continue  # it ended first: wait for the next one
-            what = {"op": c.op, "op_id": c.op_id}
+            what = {"op": c.op, "op_id": c.op_id, "after_s": round(time.monotonic() - started, 3)}
             if c.node in cl.server_nodes() and cl.server_alive(c.node):
                 pid = cl.kill_server(c.node)
                 self.killed_node = c.node

@@ -530,8 +530,12 @@ def test_delta_rs_on_a_stale_listing_reads_stale_and_fails_its_own_commits(resul
     older than the existing snapshot version" or "Invalid table version"."""
     run_dir, doc = _engine_run(results_dir, "delta-rs", "stale-list")
     _assert_nemesis_ran(run_dir, doc, "stale-list", "stale-list")
-    # Both seen in each of 3 runs of this command (4, 3 and 2 failed ops).
-    assert_only_known(doc, run_dir, [DELTA_RS_STALE_LIST_OWN_COMMIT, STALE_LIST_STALE_READ])
+    # Both seen in each of 3 runs of this command on an idle machine (4, 3
+    # and 2 failed ops); a CI run on a loaded one had the failed commits but
+    # no stale read, which needs a read inside a stale window: not pinned as
+    # always (the store's doing, not the engine's, either way).
+    stale = dataclasses.replace(STALE_LIST_STALE_READ, always=False)
+    assert_only_known(doc, run_dir, [DELTA_RS_STALE_LIST_OWN_COMMIT, stale])
 
 
 @pytest.mark.integration

@@ -4,6 +4,7 @@ failed-but-committed ops, and short real runs per fault family."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -28,7 +29,7 @@ from nemeses import NEMESIS_NAMES, PROXY_NEMESES, make_nemeses, parse_nemeses
 from nemeses.base import ClientProc, Nemesis, NemesisContext, NemesisError
 from nemeses.clock import ClockNemesis, libfaketime
 from nemeses.pause import PauseNemesis
-from nemeses.process import KillNemesis
+from nemeses.process import KillMidOpNemesis, KillNemesis
 from nemeses.s3 import PartitionNemesis, UnsafePutNemesis
 from nemeses.schedule import NemesisSchedule
 from tests.conftest import REPO, assert_only_known_findings, load_results, only_run_dir, run_cli, still_running
@@ -383,6 +384,49 @@ def test_kill_of_a_client_and_of_a_server_node(cluster: FakeCluster) -> None:
     assert seen == {"client", "node"}
     cluster.kill_server("n1")  # dead, whoever killed it: heal restarts it
     assert kill.heal(ctx) is not None and cluster.server_alive("n1")
+
+
+class LateSeenCluster(FakeCluster):
+    """Clients in a VACUUM that began `began` seconds after the first look
+    (negative: before it), shown only from `shown` seconds on: what a
+    nemesis thread sees when it runs late on a loaded machine."""
+
+    def __init__(self, began: float, shown: float) -> None:
+        super().__init__()
+        self.first: float | None = None
+        self.began, self.shown = began, shown
+
+    def clients(self) -> list[ClientProc]:
+        now = time.monotonic()
+        self.first = self.first if self.first is not None else now
+        if now - self.first < self.shown:
+            return []
+        return [
+            dataclasses.replace(c, op_id=f"{c.process}.1", op_started=self.first + self.began)
+            for c in super().clients()
+        ]
+
+
+def test_kill_mid_op_kills_an_op_it_sees_late_but_not_one_begun_before_the_fault() -> None:
+    def ctx(cluster: FakeCluster) -> NemesisContext:
+        return NemesisContext(
+            random.Random(3), cluster, None, "local", 0.4, frozenset({"vacuum"}), kill_after=(0.0, 0.02)
+        )
+
+    late = LateSeenCluster(began=0.01, shown=0.1)
+    try:
+        v = KillMidOpNemesis().start(ctx(late))
+        # Begun inside the fault's window, first seen 90 ms in: killed at once.
+        assert v["target"] == "client" and v["process"] in late.crashed and v["after_s"] >= 0.08, v
+    finally:
+        late.close()
+    old = LateSeenCluster(began=-1.0, shown=0.0)
+    try:
+        with pytest.raises(NemesisError, match="no client ran vacuum"):
+            KillMidOpNemesis().start(ctx(old))
+        assert old.crashed == []  # a second into it when the fault began: left alone
+    finally:
+        old.close()
 
 
 def test_partition_targets_nodes_or_single_delta_rs_clients() -> None:

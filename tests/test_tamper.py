@@ -1084,30 +1084,54 @@ def _known_in_base(workload: str, original: Path, clean: Path, report: Any) -> d
     return out
 
 
+# Runs whose timing decides whether they are evidence at all: a fault must
+# land mid-op, and the ops it interrupts must also commit now and then. On a
+# loaded machine a run of seed 7 may be neither (no kill landed in one CI
+# run); such a run is made again with the next seed, up to this many runs.
+ATTEMPTS = {"maintenance": 3}
+
+
 def _make_run(workload: str, results: Path) -> Path:
-    res = run_cli(
-        "run",
-        "--workload",
-        workload,
-        "--engine",
-        ENGINE.get(workload, "delta-rs"),
-        "--storage",
-        "local",
-        "--concurrency",
-        str(CONCURRENCY.get(workload, 3)),
-        "--time-limit",
-        str(TIME_LIMIT.get(workload, 4)),
-        "--seed",
-        "7",
-        "--results-dir",
-        str(results),
-        "--no-progress",
-        *EXTRA.get(workload, ()),
-        timeout=CLI_TIMEOUT.get(workload, 300.0),
-    )
-    # 1: a known deviation of BASE_KNOWN may show; the test judges the run.
-    assert res.returncode in (0, 1), res.stdout + res.stderr
-    return only_run_dir(results)
+    attempts, unusable = ATTEMPTS.get(workload, 1), []
+    for attempt in range(attempts):
+        out = results / f"seed-{7 + attempt}"
+        res = run_cli(
+            "run",
+            "--workload",
+            workload,
+            "--engine",
+            ENGINE.get(workload, "delta-rs"),
+            "--storage",
+            "local",
+            "--concurrency",
+            str(CONCURRENCY.get(workload, 3)),
+            "--time-limit",
+            str(TIME_LIMIT.get(workload, 4)),
+            "--seed",
+            str(7 + attempt),
+            "--results-dir",
+            str(out),
+            "--no-progress",
+            *EXTRA.get(workload, ()),
+            timeout=CLI_TIMEOUT.get(workload, 300.0),
+        )
+        # 1: a known deviation of BASE_KNOWN may show; the test judges the run.
+        if res.returncode not in (0, 1):
+            assert res.returncode == 3 and attempt + 1 < attempts, unusable + [res.stdout + res.stderr]
+            unusable.append(f"seed {7 + attempt}: verdict unknown: {res.stdout[-600:]}")
+            continue
+        run_dir = only_run_dir(out)
+        try:
+            if workload in RUN_CHECKS:
+                RUN_CHECKS[workload](run_dir)
+        except AssertionError as e:
+            assert attempt + 1 < attempts, [*unusable, f"seed {7 + attempt}: {e}"]
+            unusable.append(f"seed {7 + attempt}: {e}")
+            continue
+        if unusable:
+            warnings.warn(f"{workload}: runs not usable as evidence first: {unusable}", stacklevel=2)
+        return run_dir
+    raise AssertionError(unusable)
 
 
 def _kinds(report: Any, checker: str) -> set[str]:
@@ -1128,8 +1152,6 @@ def test_each_planted_anomaly_is_named_by_its_checker(workload: str, tmp_path: P
     assert report.verdict.value == "valid" or base, [
         (r.checker, r.verdict.value, r.explanation[:200]) for r in report.results
     ]
-    if workload in RUN_CHECKS:
-        RUN_CHECKS[workload](clean)
     wrong = []
     for i, p in enumerate(PLANTS[workload]):
         dst = tmp_path / f"{i}-{p.kind}"
