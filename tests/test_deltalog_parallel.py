@@ -342,11 +342,14 @@ def test_commit_action_index_is_a_view() -> None:
     assert [a["path"] for a in c.adds] == ["a", "b"] and c.read_version == 2
     c.adds.append({"path": "z"})  # callers get their own lists
     assert len(c.adds) == 2
-    c.actions.append({"add": {"path": "d"}})  # a changed list is seen
-    assert [a["path"] for a in c.adds] == ["a", "b", "d"]
-    c.actions = [{"metaData": {"id": "m"}}]
-    assert c.adds == [] and c.metadata == {"id": "m"}
-    assert Commit(1, ["add"]).txns == []  # not actions: the plain way
+    c.actions.append({"add": {"path": "d"}})  # a copy: a commit is not changed once read
+    assert [a["path"] for a in c.adds] == ["a", "b"]
+    assert [k for k, _ in c.in_order()] == ["commitInfo", "add", "add", "remove"]
+    c.actions = [{"metaData": {"id": "m"}}]  # a new list is seen
+    assert c.adds == [] and c.metadata == {"id": "m"} and c.actions == [{"metaData": {"id": "m"}}]
+    assert Commit(1, ["add"]).txns == [] and Commit(1, ["add"]).actions == ["add"]  # not actions: the plain way
+    two = Commit(2, [{"add": {"path": "a"}, "remove": {"path": "b"}}])
+    assert two.adds == [{"path": "a"}] and two.actions == [{"add": {"path": "a"}, "remove": {"path": "b"}}]
 
 
 def test_signal_safety_of_worker_stop() -> None:

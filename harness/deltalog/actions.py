@@ -5,7 +5,8 @@ commit can be trusted, the :class:`Commit` view of its actions, and
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from harness.core.fastjson import has_long_digits, orjson
@@ -39,46 +40,90 @@ def _int(x: Any) -> int | None:
     return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
-@dataclass
 class Commit:
-    """One JSON commit: the actions of ``<version>.json`` in file order."""
+    """One JSON commit: the actions of ``<version>.json`` in file order.
 
-    version: int
-    actions: list[dict] = field(default_factory=list)
+    Held as each kind's contents in file order plus the order of the kinds,
+    not as the file's list of one-key objects: a long run holds a million
+    commits, and the one-key wrappers and an index by kind cost 1.4 KB a
+    commit of its 3.5 KB. `actions` gives the list back (a new one each
+    time: a commit is not changed once read; assign a new list to change
+    it). A list that is not all one-key objects is kept as it is, and the
+    properties read it the plain way."""
 
-    def _by_kind(self) -> dict[str, list[dict]] | None:
-        # Every property below reads this, several times per commit and
-        # checker (two million calls at 100k commits): the actions are
-        # grouped by kind once. A Commit's actions are not changed once read;
-        # the cache also notices a different or resized list. None: an
-        # action is not a dict (the plain way decides, uncached).
-        actions = self.actions
-        cache = self.__dict__.get("_by_kind_cache")
-        if cache is not None and cache[0] is actions and cache[1] == len(actions):
-            return cache[2]
+    __slots__ = ("version", "_kinds", "_by_kind", "_raw")
+    _kinds: tuple[str, ...]
+    _by_kind: dict[str, list[dict]] | None  # None: not all one-key objects
+    _raw: Any  # the list as given, where _by_kind is None
+
+    def __init__(self, version: int, actions: list[dict] | None = None) -> None:
+        self.version = version
+        self.actions = [] if actions is None else actions
+
+    @property
+    def actions(self) -> list[dict]:
+        if self._by_kind is None:
+            return self._raw
+        by_kind, at = self._by_kind, dict.fromkeys(self._by_kind, 0)
+        out = []
+        for k in self._kinds:
+            out.append({k: by_kind[k][at[k]]})
+            at[k] += 1
+        return out
+
+    @actions.setter
+    def actions(self, actions: list[dict]) -> None:
         by_kind: dict[str, list[dict]] = {}
-        for a in actions:
-            if type(a) is not dict:
-                return None
+        kinds = []
+        for a in actions if type(actions) is list else ():
+            if type(a) is not dict or len(a) != 1:
+                break
             for k, v in a.items():
+                kinds.append(k)
                 if k in by_kind:
                     by_kind[k].append(v)
                 else:
                     by_kind[k] = [v]
-        self.__dict__["_by_kind_cache"] = (actions, len(actions), by_kind)
-        return by_kind
+        else:
+            if type(actions) is list:
+                self._kinds, self._by_kind, self._raw = tuple(kinds), by_kind, None
+                return
+        self._kinds, self._by_kind, self._raw = (), None, actions
+
+    def __repr__(self) -> str:
+        return f"Commit(version={self.version!r}, actions={self.actions!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Commit):
+            return NotImplemented
+        return self.version == other.version and self.actions == other.actions
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: mutable, unhashable
+
+    def in_order(self) -> Iterator[tuple[str, Any]]:
+        """(kind, content) of each action in file order, without building
+        the one-key objects (each key of an action that has several)."""
+        if self._by_kind is None:
+            for a in self._raw:
+                if isinstance(a, dict):
+                    yield from a.items()
+            return
+        by_kind, at = self._by_kind, dict.fromkeys(self._by_kind, 0)
+        for k in self._kinds:
+            yield k, by_kind[k][at[k]]
+            at[k] += 1
 
     def _inner(self, kind: str) -> list[dict]:
         """The `kind` actions' contents, in a list of the caller's own."""
-        by_kind = self._by_kind()
+        by_kind = self._by_kind
         if by_kind is None:
-            return [x[kind] for x in self.actions if kind in x]
+            return [x[kind] for x in self._raw if isinstance(x, dict) and kind in x]
         found = by_kind.get(kind)
         return list(found) if found else []
 
     def _one(self, kind: str, last: bool) -> dict | None:
         """The first (or last) `kind` action's content, without a list."""
-        by_kind = self._by_kind()
+        by_kind = self._by_kind
         found = by_kind.get(kind) if by_kind is not None else self._inner(kind)
         return (found[-1] if last else found[0]) if found else None
 

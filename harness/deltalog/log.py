@@ -67,16 +67,16 @@ class _LivePaths:
         self.changed: dict[str, bool] = {}  # path -> live now, for paths that entered or left since changes()
 
     def apply(self, commit: Commit) -> None:
-        for a in commit.actions:
-            if "add" in a:
-                key = _file_key(a["add"])
+        for kind, inner in commit.in_order():
+            if kind == "add":
+                key = _file_key(inner)
                 if key not in self.keys:
                     self.keys.add(key)
                     n = self.count[key[0]] = self.count.get(key[0], 0) + 1
                     if n == 1:
                         self._flip(key[0], True)
-            elif "remove" in a:
-                key = _file_key(a["remove"])
+            elif kind == "remove":
+                key = _file_key(inner)
                 if key in self.keys:
                     self.keys.remove(key)
                     n = self.count[key[0]] = self.count[key[0]] - 1
@@ -342,11 +342,11 @@ class TransactionLog:
 
     @staticmethod
     def _apply(state: dict[tuple[str, str | None], dict], commit: Commit) -> None:
-        for a in commit.actions:
-            if "add" in a:
-                state[_file_key(a["add"])] = a["add"]
-            elif "remove" in a:
-                state.pop(_file_key(a["remove"]), None)
+        for kind, inner in commit.in_order():
+            if kind == "add":
+                state[_file_key(inner)] = inner
+            elif kind == "remove":
+                state.pop(_file_key(inner), None)
 
     def live_files(self, version: int) -> dict[str, dict]:
         """path -> add action of every file live at `version` (spec C4).
