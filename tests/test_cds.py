@@ -87,3 +87,35 @@ def test_recording_one_prunes_the_least_recently_used_beyond_the_kept_few() -> N
     new.finish("n1", exited_cleanly=True)
     kept = sorted(p.name for p in new.path.parent.glob("*.jsa"))
     assert kept == sorted([new.path.name, olds[-1].path.name, *(o.path.name for o in olds[: cds.KEEP_ARCHIVES - 2])])
+
+
+def test_an_archive_whose_class_path_is_gone_is_pruned_first(tmp_path: Path) -> None:
+    """A removed checkout's archives go as soon as another is recorded, even
+    the most recently used; an archive on a class path still there stays,
+    and so does one recorded before class paths were kept beside them."""
+    jar = tmp_path / "venv-kept" / "a.jar"
+    gone = tmp_path / "venv-removed" / "a.jar"
+    for p in (jar, gone):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"jar")
+    recorded = []
+    for classpath in ([str(jar)], [str(gone)]):
+        a = ClassArchive(classpath, "")
+        _recorded(a.java_option("n1")).write_bytes(b"archive")
+        a.finish("n1", exited_cleanly=True)
+        recorded.append(a)
+    kept, removed = recorded
+    assert kept.path.is_file() and removed.path.is_file()  # both class paths there
+    unknown = ClassArchive(["/from/older/code.jar"], "")
+    unknown.path.write_bytes(b"archive")  # no class path beside it
+    gone.unlink()
+    new = ClassArchive([str(jar)], "-Xother")
+    _recorded(new.java_option("n1")).write_bytes(b"archive")
+    new.finish("n1", exited_cleanly=True)
+    left = sorted(p.name for p in new.path.parent.iterdir() if p.suffix != ".lock")
+    assert left == sorted(
+        [
+            *(a.path.name for a in (new, kept, unknown)),
+            *(a.path.with_suffix(".classpath.json").name for a in (new, kept)),
+        ]
+    )
