@@ -40,6 +40,25 @@ def _int(x: Any) -> int | None:
     return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
+def _by_kind(actions: Any) -> tuple[tuple[str, ...], dict[str, list[dict]]] | None:
+    """The kinds of `actions` in file order and each kind's contents, or
+    None where `actions` is not a list of one-key objects."""
+    if type(actions) is not list:
+        return None
+    by_kind: dict[str, list[dict]] = {}
+    kinds = []
+    for a in actions:
+        if type(a) is not dict or len(a) != 1:
+            return None
+        for k, v in a.items():
+            kinds.append(k)
+            if k in by_kind:
+                by_kind[k].append(v)
+            else:
+                by_kind[k] = [v]
+    return tuple(kinds), by_kind
+
+
 class Commit:
     """One JSON commit: the actions of ``<version>.json`` in file order.
 
@@ -64,31 +83,16 @@ class Commit:
     def actions(self) -> list[dict]:
         if self._by_kind is None:
             return self._raw
-        by_kind, at = self._by_kind, dict.fromkeys(self._by_kind, 0)
-        out = []
-        for k in self._kinds:
-            out.append({k: by_kind[k][at[k]]})
-            at[k] += 1
-        return out
+        return [{k: v} for k, v in self.in_order()]
 
     @actions.setter
     def actions(self, actions: list[dict]) -> None:
-        by_kind: dict[str, list[dict]] = {}
-        kinds = []
-        for a in actions if type(actions) is list else ():
-            if type(a) is not dict or len(a) != 1:
-                break
-            for k, v in a.items():
-                kinds.append(k)
-                if k in by_kind:
-                    by_kind[k].append(v)
-                else:
-                    by_kind[k] = [v]
+        grouped = _by_kind(actions)
+        if grouped is None:
+            self._kinds, self._by_kind, self._raw = (), None, actions
         else:
-            if type(actions) is list:
-                self._kinds, self._by_kind, self._raw = tuple(kinds), by_kind, None
-                return
-        self._kinds, self._by_kind, self._raw = (), None, actions
+            self._kinds, self._by_kind = grouped
+            self._raw = None
 
     def __repr__(self) -> str:
         return f"Commit(version={self.version!r}, actions={self.actions!r})"
