@@ -116,6 +116,6 @@ def test_an_archive_whose_class_path_is_gone_is_pruned_first(tmp_path: Path) -> 
     assert left == sorted(
         [
             *(a.path.name for a in (new, kept, unknown)),
-            *(a.path.with_suffix(".classpath.json").name for a in (new, kept)),
+            *(cds.classpath_file(a.path).name for a in (new, kept)),
         ]
     )

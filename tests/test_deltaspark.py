@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -151,13 +152,20 @@ def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None
 def test_stopping_the_nodes_leaves_no_process_and_no_work_dir_and_the_next_jvm_maps_the_class_archive(
     recorded_archive: dict, local_node
 ) -> None:
+    from harness.engines.cds import classpath_file
+    from harness.engines.deltaspark import DeltaSparkEngine
+
     seen = recorded_archive
     assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in seen["cmdline"])
     assert still_running(seen["pids"]) == []
     assert not any(os.path.exists(w) for w in seen["work"])
     assert "Spark Connect server started" in seen["log"]
     archive = seen["archive"]
-    assert archive.is_file() and [p.name for p in archive.parent.iterdir()] == [archive.name]  # no lock, no tmp
+    # The archive and the class path it was recorded on: no lock, no tmp.
+    assert archive.is_file() and sorted(p.name for p in archive.parent.iterdir()) == sorted(
+        [archive.name, classpath_file(archive).name]
+    )
+    assert json.loads(classpath_file(archive).read_text())[0] == str(DeltaSparkEngine().spark_versions().spark_home)
     # The next JVM (the module's node) maps the archive: the kernel's view of its memory.
     _, node, _ = local_node
     assert f"-XX:SharedArchiveFile={archive}" in psutil.Process(node.pid).cmdline()

@@ -96,7 +96,7 @@ class ClassArchive:
             return
         try:
             if exited_cleanly and tmp.is_file() and tmp.stat().st_size > 0:
-                _classpath_file(self.path).write_text(json.dumps(self.classpath))
+                classpath_file(self.path).write_text(json.dumps(self.classpath))
                 os.replace(tmp, self.path)
                 self._prune()
         finally:
@@ -140,7 +140,7 @@ class ClassArchive:
         return False
 
 
-def _classpath_file(archive: Path) -> Path:
+def classpath_file(archive: Path) -> Path:
     return archive.with_suffix(".classpath.json")
 
 
@@ -148,7 +148,7 @@ def _class_path_gone(archive: Path) -> bool:
     """Whether an entry of the class path `archive` was recorded on is gone
     (an archive from before these were kept: not known, so not gone)."""
     try:
-        classpath = json.loads(_classpath_file(archive).read_text())
+        classpath = json.loads(classpath_file(archive).read_text())
     except (OSError, ValueError):
         return False
     return not isinstance(classpath, list) or not all(os.path.exists(str(p)) for p in classpath)
@@ -156,4 +156,4 @@ def _class_path_gone(archive: Path) -> bool:
 
 def _remove(archive: Path) -> None:
     archive.unlink(missing_ok=True)
-    _classpath_file(archive).unlink(missing_ok=True)
+    classpath_file(archive).unlink(missing_ok=True)
