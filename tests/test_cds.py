@@ -119,3 +119,53 @@ def test_an_archive_whose_class_path_is_gone_is_pruned_first(tmp_path: Path) -> 
             *(cds.classpath_file(a.path).name for a in (new, kept)),
         ]
     )
+
+
+def _pyspark(root: Path, jar: bytes = b"jar") -> Path:
+    """A pyspark folder as a virtualenv holds one: a launcher, jars, a cache."""
+    home = root / "site-packages" / "pyspark"
+    (home / "bin").mkdir(parents=True)
+    (home / "jars").mkdir()
+    (home / "__pycache__").mkdir()
+    (home / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    (home / "bin" / "spark-submit").chmod(0o755)
+    (home / "jars" / "spark-core.jar").write_bytes(jar)
+    (home / "__pycache__" / "x.pyc").write_bytes(os.urandom(8))  # differs between virtualenvs
+    return home
+
+
+def test_two_virtualenvs_of_one_pyspark_start_their_jvms_from_one_linked_spark(tmp_path: Path) -> None:
+    first, second = _pyspark(tmp_path / "venv1"), _pyspark(tmp_path / "venv2")
+    home = cds.stable_spark_home(first)
+    assert home != first and home.parent == cds.cache_root() / "spark-homes"
+    assert cds.stable_spark_home(second) == home  # the same files: the same class path, its archives
+    jar = home / "jars" / "spark-core.jar"
+    assert jar.stat().st_ino == (first / "jars" / "spark-core.jar").stat().st_ino  # links, not copies
+    assert os.access(home / "bin" / "spark-submit", os.X_OK)
+    assert not (home / "__pycache__").exists()
+    # The first virtualenv removed: the linked files live on for the second.
+    import shutil
+
+    shutil.rmtree(tmp_path / "venv1")
+    assert jar.read_bytes() == b"jar" and cds.stable_spark_home(second) == home
+    # Another pyspark is another copy; a third evicts the least recently used.
+    other = cds.stable_spark_home(_pyspark(tmp_path / "venv3", b"other jar"))
+    assert other != home and home.is_dir()
+    third = cds.stable_spark_home(_pyspark(tmp_path / "venv4", b"third jar"))
+    assert sorted((cds.cache_root() / "spark-homes").iterdir()) == sorted([other, third])
+
+
+def test_without_links_or_the_archive_the_jvm_starts_from_the_virtualenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv = _pyspark(tmp_path / "venv")
+
+    def cross_device(src: object, dst: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(cds.os, "link", cross_device)
+        assert cds.stable_spark_home(venv) == venv
+    assert not any((cds.cache_root() / "spark-homes").iterdir())  # no half copy left
+    monkeypatch.setenv(cds.ENV, "0")
+    assert cds.stable_spark_home(venv) == venv

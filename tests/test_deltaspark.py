@@ -78,6 +78,7 @@ def recorded_archive(tmp_path_factory) -> dict:
             seen = {
                 "pids": [java.pid] + [c.pid for c in java.children(recursive=True)],
                 "cmdline": java.cmdline(),
+                "environ": [f"{k}={v}" for k, v in java.environ().items() if k == "SPARK_HOME"],
                 "work": list(engine.workdirs),
             }
         finally:
@@ -152,7 +153,7 @@ def test_two_sessions_on_one_server_address_their_own_tables(local_node) -> None
 def test_stopping_the_nodes_leaves_no_process_and_no_work_dir_and_the_next_jvm_maps_the_class_archive(
     recorded_archive: dict, local_node
 ) -> None:
-    from harness.engines.cds import classpath_file
+    from harness.engines.cds import classpath_file, stable_spark_home
     from harness.engines.deltaspark import DeltaSparkEngine
 
     seen = recorded_archive
@@ -165,7 +166,11 @@ def test_stopping_the_nodes_leaves_no_process_and_no_work_dir_and_the_next_jvm_m
     assert archive.is_file() and sorted(p.name for p in archive.parent.iterdir()) == sorted(
         [archive.name, classpath_file(archive).name]
     )
-    assert json.loads(classpath_file(archive).read_text())[0] == str(DeltaSparkEngine().spark_versions().spark_home)
+    # Recorded on the linked copy of the virtualenv's Spark, which a new
+    # virtualenv of the same pyspark finds again.
+    home = DeltaSparkEngine().spark_versions().spark_home
+    assert json.loads(classpath_file(archive).read_text())[0] == str(stable_spark_home(home)) != str(home)
+    assert f"SPARK_HOME={stable_spark_home(home)}" in seen["environ"]
     # The next JVM (the module's node) maps the archive: the kernel's view of its memory.
     _, node, _ = local_node
     assert f"-XX:SharedArchiveFile={archive}" in psutil.Process(node.pid).cmdline()

@@ -20,6 +20,13 @@ directory, S3 and the commit coordinator; delta-spark 3.3 on two; 4.4 on
 one), so the cache keeps more archives than that, and prunes first those
 whose class path is gone (a removed checkout's virtualenv): a cap of three
 had the suite record one jar set's archive again after another's evicted it.
+
+A JVM maps an archive only on the class path it was recorded on: the same
+paths, and files of the same size and modification time. The harness's own
+Spark lives in its virtualenv, which a fresh checkout installs anew; so its
+JVMs start from a copy of that Spark made of hard links in the cache, named
+by the files it holds (`stable_spark_home`), and a new virtualenv of the same
+pyspark finds the copy, and the archives recorded on it, already there.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ DUMP_GRACE_S = 60.0
 # key; when one is recorded, those whose class path is gone go, then the
 # least recently used beyond these.
 KEEP_ARCHIVES = 8
+# Linked copies of the harness's Spark kept (another pyspark is another).
+KEEP_HOMES = 2
 
 
 def _java() -> str:
@@ -157,3 +166,66 @@ def _class_path_gone(archive: Path) -> bool:
 def _remove(archive: Path) -> None:
     archive.unlink(missing_ok=True)
     classpath_file(archive).unlink(missing_ok=True)
+
+
+_stable_homes: dict[Path, Path] = {}
+
+
+def stable_spark_home(home: Path) -> Path:
+    """`home` (a pyspark folder) as a folder of hard links in the cache,
+    named by the files it holds; `home` itself where links cannot be made
+    (the cache on another file system) or the archive is off."""
+    if not ClassArchive.enabled():
+        return home
+    if home in _stable_homes and _stable_homes[home].is_dir():
+        return _stable_homes[home]
+    files = sorted(
+        p.relative_to(home).as_posix() for p in home.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
+    key = _contents_key(home, files)
+    root = cache_root() / "spark-homes"
+    dest = root / f"{home.name}-{key}"
+    if not dest.is_dir():
+        tmp = root / f".{dest.name}.{os.getpid()}.tmp"
+        try:
+            for rel in files:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.link(home / rel, tmp / rel)
+            os.rename(tmp, dest)
+        except OSError:
+            if not dest.is_dir():  # not another process's copy that won the race
+                return home
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _prune_homes(root, dest)
+    try:
+        os.utime(dest)  # used now: the last to be pruned
+    except OSError:
+        pass
+    _stable_homes[home] = dest
+    return dest
+
+
+def _contents_key(home: Path, files: list[str]) -> str:
+    """What names a Spark's files: the small ones (the launchers, pyspark's
+    version) by content, the jars by name and size."""
+    h = hashlib.sha256()
+    for rel in files:
+        path = home / rel
+        size = path.stat().st_size
+        h.update(f"{rel}\0{size}\0".encode())
+        if size <= 65536:
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _prune_homes(root: Path, keep: Path) -> None:
+    homes = []
+    for p in root.iterdir():
+        if p != keep and p.is_dir() and not p.name.startswith("."):
+            try:
+                homes.append((p.stat().st_mtime, p))
+            except OSError:
+                continue
+    for _, p in sorted(homes, reverse=True)[KEEP_HOMES - 1 :]:
+        shutil.rmtree(p, ignore_errors=True)

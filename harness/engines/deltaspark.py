@@ -39,7 +39,7 @@ from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, foreign_python, owned_tempdir, python_argv
 from harness.core.storage import Storage
 from harness.engines.base import Capabilities, ClientConfig, Node
-from harness.engines.cds import DUMP_GRACE_S, ClassArchive
+from harness.engines.cds import DUMP_GRACE_S, ClassArchive, stable_spark_home
 from harness.engines.envs import ReleaseEnv, ensure
 from harness.engines.jars import JarSet, Versions, resolve
 from harness.engines.loopback import preload
@@ -398,6 +398,8 @@ class DeltaSparkEngine(ServerEngine):
         log4j = os.path.join(work, "log4j2.properties")
         Path(log4j).write_text(LOG4J2)
         home = self.spark_versions().spark_home
+        if self.env is None:  # a release's Spark lives in the cache already
+            home = stable_spark_home(home)
         memory = os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)
         java_opts = os.environ.get(JAVA_OPTS_ENV, DEFAULT_JAVA_OPTS)
         if self.cds is None:
