@@ -122,12 +122,9 @@ class ClassArchive:
                 continue
             if _class_path_gone(p):
                 _remove(p)
-                continue
-            try:
-                others.append((p.stat().st_mtime, p))
-            except OSError:
-                continue
-        for _, p in sorted(others, reverse=True)[KEEP_ARCHIVES - 1 :]:
+            else:
+                others.append(p)
+        for p in _beyond_most_recent(others, KEEP_ARCHIVES - 1):
             _remove(p)
 
     def discard(self, node: str) -> None:
@@ -220,12 +217,18 @@ def _contents_key(home: Path, files: list[str]) -> str:
 
 
 def _prune_homes(root: Path, keep: Path) -> None:
-    homes = []
-    for p in root.iterdir():
-        if p != keep and p.is_dir() and not p.name.startswith("."):
-            try:
-                homes.append((p.stat().st_mtime, p))
-            except OSError:
-                continue
-    for _, p in sorted(homes, reverse=True)[KEEP_HOMES - 1 :]:
+    homes = [p for p in root.iterdir() if p != keep and p.is_dir() and not p.name.startswith(".")]
+    for p in _beyond_most_recent(homes, KEEP_HOMES - 1):
         shutil.rmtree(p, ignore_errors=True)
+
+
+def _beyond_most_recent(paths: list[Path], keep: int) -> list[Path]:
+    """`paths` but the `keep` most recently used (modified); one gone
+    meanwhile is left out."""
+    used = []
+    for p in paths:
+        try:
+            used.append((p.stat().st_mtime, p))
+        except OSError:
+            continue
+    return [p for _, p in sorted(used, reverse=True)[keep:]]
