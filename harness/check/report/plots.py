@@ -381,6 +381,7 @@ def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int 
     """A point per completed op: x its invoke time, y its latency (log scale);
     colour by outcome, marker by op kind."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import LogFormatter
 
     fig = _figure(14, 4.2)
     done = sorted((s for s in spans if s.latency is not None), key=lambda s: s.start)
@@ -410,6 +411,11 @@ def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int 
     handles += [Line2D([], [], ls="", marker="o", color=VERDICT_COLOURS[o], label=o) for o in OUTCOMES]
     handles += [Line2D([], [], ls="", marker=marker[f], color="#555", label=f) for f in kinds]
     ax.set_yscale("log")
+    # Plain numbers (0.1, 10, 1000): the log scale's default labels are
+    # TeX (10 to a power), whose parser matplotlib builds on first use for
+    # 0.4 s, in a process that draws one page.
+    ax.yaxis.set_major_formatter(LogFormatter())
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     ax.set_ylabel("latency (ms, log)")
     ax.set_xlabel("time the op was invoked (s)")
     lo, hi = _time_range(spans, faults)
