@@ -40,15 +40,17 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from checkers.txn_columns import INITIAL_CODE, TxnColumns, encode
 from checkers.txn_model import INITIAL, RowRef, TxnHistory
 from harness.core.isolation import SERIALIZABLE, WRITE_SERIALIZABLE
 from harness.core.laps import Laps
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 WW, WR, RW, PRW, CO = "ww", "wr", "rw", "rw-predicate", "co"
 ANTI = (RW, PRW)
@@ -150,6 +152,8 @@ def canonical(edges: list[RawEdge]) -> list[RawEdge]:
 
 def components(edges: list[RawEdge], nodes: range) -> list[tuple[list[int], list[RawEdge]]]:
     """The strongly connected components of a graph that have a cycle."""
+    import networkx as nx  # only a history with a backward edge has a graph to search
+
     d = nx.DiGraph()
     d.add_nodes_from(nodes)
     d.add_edges_from((a, b) for a, b, _, _ in edges)
@@ -440,6 +444,8 @@ def _cycle_edges(h: nx.MultiDiGraph, nodes: list[int]) -> list[RawEdge]:
 def _find_cycle(nodes: list[int], edges: list[RawEdge]) -> tuple[str, list[RawEdge]]:
     """The weakest anomaly in a strongly connected component, Elle's order:
     G0 (ww only), G1c (ww+wr), G-single (one anti-dependency), G2-item, G2."""
+    import networkx as nx
+
     h = nx.MultiDiGraph()
     h.add_nodes_from(nodes)
     for a, b, kind, ref in edges:
