@@ -43,8 +43,8 @@ def speed() -> dict[str, float]:
     return {"python_loop_s": round(_python_loop_s(), 3), "parquet_decode_us": round(_parquet_decode_us(), 1)}
 
 
-def speed_line() -> str:
-    s = speed()
+def speed_line(s: dict[str, float] | None = None) -> str:
+    s = s or speed()
     return (
         f"  this machine: a {LOOP_STEPS // 1_000_000}M-step Python loop takes {s['python_loop_s']:.2f} s of CPU, "
         f"a 3-row parquet file decodes in {s['parquet_decode_us']:.0f} us (figures from other machines scale by these)"
