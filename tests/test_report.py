@@ -118,7 +118,7 @@ def test_latency_throughput_and_conflict_plots() -> None:
     assert ">1 of 3 write ops failed on a concurrent commit (33.3%, dashed)<" in rate
     for svg in (lat, thr, rate):
         ET.fromstring(svg)  # well-formed, inline-able
-        assert "<text" in svg and "font-family" in svg  # svg.fonttype none: text, not glyph paths
+        assert "<text" in svg and "font-family" in svg  # text a page can search, not glyph paths
 
 
 def test_a_thinned_latency_plot_keeps_every_failure() -> None:
@@ -135,6 +135,46 @@ def test_no_ops_draws_placeholders_not_errors() -> None:
     assert "no client ops" in svg and note == ""
     assert "no completed client ops" in latency_svg([], [Fault("kill", 1.0, 2.0)])
     assert "no completed write ops" in conflict_rate_svg([], [])
+
+
+def _texts(svg: str) -> list[str]:
+    return [t.text or "" for t in ET.fromstring(svg).iter(f"{SVG}text")]
+
+
+def test_axes_are_labelled_with_round_numbers() -> None:
+    # Latencies from 5 ms to 5 s: every decade labelled as a plain number.
+    spans = [Span(0, f"0.{i}", "append", "ok", float(i), i + 5 * 10**i / 1000) for i in range(4)]
+    texts = _texts(latency_svg(spans, []))
+    assert {"10", "100", "1000"} <= set(texts), texts
+    assert "0" in texts and "3" in texts  # the time axis, a tick a second
+    assert not any("$" in t or "e+" in t for t in texts), texts
+    # Less than two decades: the 2s, 3s and 5s between them are labelled too.
+    narrow = [Span(0, f"0.{i}", "append", "ok", float(i), i + (20 + 10 * i) / 1000) for i in range(8)]
+    assert {"20", "30", "50"} <= set(_texts(latency_svg(narrow, []))), _texts(latency_svg(narrow, []))
+    # A conflict rate axis from 0 to 100 percent, and a time axis of tenths.
+    quick = [Span(0, f"0.{i}", "append", "ok", i / 10, i / 10 + 0.05) for i in range(10)]
+    rate = _texts(conflict_rate_svg(quick, []))
+    assert {"0", "20", "40", "60", "80", "100"} <= set(rate), rate
+    assert {"0.2", "0.4", "0.8"} <= set(rate), rate
+
+
+def test_each_op_kind_has_a_marker_of_its_own() -> None:
+    kinds = [f"op{k}" for k in range(12)]
+    spans = [Span(0, f"0.{i}", kinds[i], "ok", float(i), i + 0.1) for i in range(12)]
+    root = ET.fromstring(latency_svg(spans, []))
+    shapes = {p.get("id"): p.get("d") for p in root.iter(f"{SVG}path") if (p.get("id") or "").startswith("latency-m")}
+    assert len(shapes) == 12 and len(set(shapes.values())) == 12, shapes
+    assert {f"op{k}" for k in range(12)} <= set(_texts(ET.tostring(root, encoding="unicode")))
+
+
+def test_a_timeline_of_many_commits_marks_them_with_one_comb() -> None:
+    spans = [Span(i % 4, f"{i % 4}.{i}", "append", "ok", i * 0.01, i * 0.01 + 0.005, version=i) for i in range(1200)]
+    svg, _ = timeline_svg(spans, [])
+    root = ET.fromstring(svg)
+    (comb,) = [p for p in root.iter(f"{SVG}path") if p.get("id") == "tl-versions-comb"]
+    assert (comb.get("d") or "").count("M") == 1200
+    assert not [g for g in root.iter(f"{SVG}g") if g.get("id") == "tl-versions"]
+    assert len(_bars(svg, "ok")) == 1200
 
 
 def test_without_graphviz_the_dot_source_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:

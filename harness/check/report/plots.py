@@ -1,22 +1,18 @@
-"""The report's pictures, drawn by matplotlib as inline SVG: the timeline of
+"""The report's pictures, written as inline SVG: the timeline of
 ops per process, latency and throughput over time, and the conflict rate.
 
 Every builder takes the history already reduced to :class:`Span` (one per
 op) and :class:`Fault` (one per nemesis interval), so tests can feed them
 small synthetic lists, and returns an ``<svg>`` element as text.
-
-matplotlib is imported on first use: importing the check pipeline (which
-imports this module) must stay cheap for commands that never draw.
 """
 
 from __future__ import annotations
 
-import io
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from xml.sax.saxutils import escape
 
 from harness.check.html import VERDICT_COLOURS
 from harness.core.history import COMPLETIONS, ErrorClass, History
@@ -169,73 +165,281 @@ def tooltip(s: Span) -> str:
     return "\n".join(lines)
 
 
-# -- matplotlib plumbing -------------------------------------------------------
+# -- SVG plumbing --------------------------------------------------------------
+#
+# Written here, not by a plotting library: matplotlib took a second to
+# import and half a second to draw four small plots, in every process that
+# wrote a report (most of the CPU of checking a short run).
+
+_PT = 72.0  # SVG units per inch: sizes below are in inches, as figures are measured
+_FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
+_GRID = "#eee"
+_TICK = 3.5
+_MARKER_R = 2.2
 
 
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height))
-    FigureCanvasSVG(fig)
-    return fig
+def _f(v: float) -> str:
+    return f"{v:.2f}".rstrip("0").rstrip(".") if math.isfinite(v) else "0"
 
 
-def _axes(fig: Any, left: float = 1.0, right: float = 1.9, top: float = 0.35, bottom: float = 0.6) -> Any:
-    """Axes with fixed margins in inches (the legend sits in the right one).
-    A layout engine would draw every figure twice to measure it: double the
-    time for a few thousand bars, for margins that never change."""
-    w, h = fig.get_size_inches()
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h)
-    return ax
+def _text(
+    x: float, y: float, s: str, size: float = 10, anchor: str = "start", colour: str = "#000", extra: str = ""
+) -> str:
+    return (
+        f'<text x="{_f(x)}" y="{_f(y)}" font-size="{size:g}" text-anchor="{anchor}" fill="{colour}"{extra}>'
+        f"{escape(s)}</text>"
+    )
 
 
-def _svg(fig: Any, salt: str, titles: dict[str, Sequence[str]] | None = None) -> str:
-    """The figure as an <svg> element. `salt` keeps matplotlib's generated ids
-    (clip paths, markers) apart between the several plots of one page;
-    `titles` gives the children of the element with that gid a <title>
-    each, in order: the browser shows it on hover."""
-    import matplotlib
-
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
-        fig.savefig(buf, format="svg")
-    text = buf.getvalue()
-    if titles:
-        text = _add_titles(text, titles)
-    return text[text.index("<svg") :]
+def _nice_step(span: float, target: int) -> float:
+    raw = span / max(1, target)
+    mag = 10.0 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
 
 
-def _add_titles(text: str, titles: dict[str, Sequence[str]]) -> str:
-    ET.register_namespace("", _SVG_NS)
-    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
-    root = ET.fromstring(text)
-    for el in root.iter(f"{{{_SVG_NS}}}g"):
-        gid = el.get("id")
-        if gid not in titles:
-            continue
-        items = [c for c in el if c.tag != f"{{{_SVG_NS}}}defs"]
-        if len(items) != len(titles[gid]):
-            continue  # not the one-element-per-item layout: no tooltips rather than wrong ones
-        for child, title in zip(items, titles[gid], strict=True):
-            ET.SubElement(child, f"{{{_SVG_NS}}}title").text = title
-    return ET.tostring(root, encoding="unicode")
+def _linear_ticks(lo: float, hi: float, target: int = 8) -> tuple[list[float], int]:
+    """Ticks at a round step inside [lo, hi], and the decimals their labels need."""
+    if not hi > lo:
+        return [lo], 0
+    step = _nice_step(hi - lo, target)
+    first = math.ceil(lo / step - 1e-9)
+    ticks = [
+        round((first + i) * step, 12)
+        for i in range(int((hi - lo) / step + 2))
+        if (first + i) * step <= hi + step * 1e-9
+    ]
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) + (
+        1 if round(step / 10.0 ** math.floor(math.log10(step)), 6) == 2.5 else 0
+    )
+    return ticks, decimals
+
+
+def _log_ticks(lo: float, hi: float) -> tuple[list[float], list[float], list[float]]:
+    """Decades inside [lo, hi] (labelled), the 2..9 multiples between them,
+    and which of those are labelled too: all of 2, 3 and 5 when the range
+    spans less than two decades, else none."""
+    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    major = [10.0**k for k in range(k0, k1 + 1) if lo <= 10.0**k <= hi]
+    minor = [m * 10.0**k for k in range(k0, k1 + 1) for m in range(2, 10) if lo <= m * 10.0**k <= hi]
+    few = math.log10(hi) - math.log10(lo) < 2 or len(major) < 2
+    labelled = [v for v in minor if few and round(v / 10.0 ** math.floor(math.log10(v) + 1e-9)) in (2, 3, 5)]
+    return major, minor, labelled
+
+
+def _num(v: float, decimals: int | None = None) -> str:
+    if decimals is not None:
+        return f"{v:.{decimals}f}"
+    return f"{v:g}" if abs(v) < 1e6 else f"{v:.0e}"
+
+
+@dataclass
+class _Legend:
+    kind: str  # patch / outline / marker / line / dashed
+    colour: str
+    label: str
+    opacity: float = 1.0
+    marker: str = "o"
+
+
+class _Figure:
+    """One plot: a figure of `width` x `height` inches, axes with fixed
+    margins (the legend sits in the right one), data scaled to the axes.
+    Everything drawn goes into the SVG text in order (later on top)."""
+
+    def __init__(
+        self,
+        salt: str,
+        width: float,
+        height: float,
+        left: float = 1.0,
+        right: float = 1.9,
+        top: float = 0.35,
+        bottom: float = 0.6,
+    ) -> None:
+        self.salt = salt
+        self.w, self.h = width * _PT, height * _PT
+        self.x0, self.x1 = left * _PT, self.w - right * _PT
+        self.y0, self.y1 = top * _PT, self.h - bottom * _PT
+        self.xlim = (0.0, 1.0)
+        self.ylim = (0.0, 1.0)
+        self.ylog = False
+        self.back: list[str] = []  # grid and fault bands, under the data
+        self.data: list[str] = []
+        self.front: list[str] = []  # axes, ticks, labels, legend
+        self.legend: list[_Legend] = []
+        self.defs: list[str] = []
+
+    def X(self, v: float) -> float:
+        lo, hi = self.xlim
+        return self.x0 + (v - lo) / (hi - lo) * (self.x1 - self.x0) if hi != lo else self.x0
+
+    def Y(self, v: float) -> float:
+        lo, hi = self.ylim
+        if self.ylog:
+            v, lo, hi = math.log10(max(v, 1e-300)), math.log10(lo), math.log10(hi)
+        return self.y1 - (v - lo) / (hi - lo) * (self.y1 - self.y0) if hi != lo else self.y1
+
+    def shade(self, faults: Sequence[Fault]) -> None:
+        """Fault intervals as bands across the whole axes; a legend entry per kind."""
+        colours = _fault_colours(faults)
+        for f in faults:
+            a, b = max(self.X(f.start), self.x0), min(self.X(f.end), self.x1)
+            if b > a:
+                self.back.append(
+                    f'<rect x="{_f(a)}" y="{_f(self.y0)}" width="{_f(b - a)}" height="{_f(self.y1 - self.y0)}" '
+                    f'style="fill: {colours[f.kind]}; fill-opacity: 0.13"/>'
+                )
+        self.legend += [_Legend("patch", c, f"nemesis: {k}", 0.35) for k, c in colours.items()]
+
+    def x_axis(self, label: str, grid: bool = True) -> None:
+        ticks, decimals = _linear_ticks(*self.xlim)
+        for t in ticks:
+            x = self.X(t)
+            if grid:
+                self.back.append(f'<path d="M{_f(x)} {_f(self.y0)}V{_f(self.y1)}" style="stroke: {_GRID}"/>')
+            self.front.append(f'<path d="M{_f(x)} {_f(self.y1)}v{_TICK}" style="stroke: #000; stroke-width: 0.8"/>')
+            self.front.append(_text(x, self.y1 + _TICK + 11, _num(t, decimals), anchor="middle"))
+        self.front.append(_text((self.x0 + self.x1) / 2, self.y1 + _TICK + 27, label, anchor="middle"))
+
+    def y_axis(self, label: str = "", grid: bool = True, lanes: Sequence[str] | None = None) -> None:
+        marks: list[tuple[float, str | None, bool]] = []  # value, label, major
+        if lanes is not None:
+            marks = [(float(i), name, True) for i, name in enumerate(lanes)]
+        elif self.ylog:
+            major, minor, labelled = _log_ticks(*self.ylim)
+            marks = [(v, _num(v), True) for v in major]
+            marks += [(v, _num(v) if v in labelled else None, False) for v in minor]
+        else:
+            ticks, decimals = _linear_ticks(*self.ylim, target=6)
+            marks = [(t, _num(t, decimals), True) for t in ticks]
+        for v, text, major in marks:
+            y = self.Y(v)
+            if grid and major:
+                self.back.append(f'<path d="M{_f(self.x0)} {_f(y)}H{_f(self.x1)}" style="stroke: {_GRID}"/>')
+            tick = _TICK if major else _TICK / 2
+            self.front.append(f'<path d="M{_f(self.x0)} {_f(y)}h-{tick}" style="stroke: #000; stroke-width: 0.8"/>')
+            if text is not None:
+                self.front.append(_text(self.x0 - _TICK - 3, y + 3.5, text, size=8 if lanes else 10, anchor="end"))
+        if label:
+            x, y = self.x0 - 52, (self.y0 + self.y1) / 2
+            self.front.append(_text(x, y, label, anchor="middle", extra=f' transform="rotate(-90 {_f(x)} {_f(y)})"'))
+
+    def title(self, text: str) -> None:
+        self.front.append(_text(self.x0, self.y0 - 6, text, size=9))
+
+    def marker(self, shape: str) -> str:
+        """The id of a marker's shape (defined once per figure), centred on 0,0."""
+        mid = f"{self.salt}-m{_MARKERS.index(shape)}"
+        if not any(f'id="{mid}"' in d for d in self.defs):
+            self.defs.append(f'<path id="{mid}" d="{_marker_path(shape, _MARKER_R)}"/>')
+        return mid
+
+    def svg(self) -> str:
+        clip = f"{self.salt}-clip"
+        legend = self._legend()
+        return (
+            f'<svg xmlns="{_SVG_NS}" width="{_f(self.w)}pt" height="{_f(self.h)}pt" '
+            f'viewBox="0 0 {_f(self.w)} {_f(self.h)}" font-family="{_FONT}">'
+            f'<defs><clipPath id="{clip}"><rect x="{_f(self.x0)}" y="{_f(self.y0)}" width="{_f(self.x1 - self.x0)}" '
+            f'height="{_f(self.y1 - self.y0)}"/></clipPath>{"".join(self.defs)}</defs>'
+            f'<rect width="100%" height="100%" style="fill: #fff"/>'
+            f'<g clip-path="url(#{clip})">{"".join(self.back)}{"".join(self.data)}</g>'
+            f'<rect x="{_f(self.x0)}" y="{_f(self.y0)}" width="{_f(self.x1 - self.x0)}" '
+            f'height="{_f(self.y1 - self.y0)}" style="fill: none; stroke: #000; stroke-width: 0.8"/>'
+            f"{''.join(self.front)}{legend}</svg>"
+        )
+
+    def _legend(self) -> str:
+        out = []
+        x, y = self.x1 + 10, self.y0 + 8
+        for e in self.legend:
+            cy = y - 3
+            if e.kind == "patch":
+                out.append(
+                    f'<rect x="{_f(x)}" y="{_f(cy - 3.5)}" width="16" height="7" '
+                    f'style="fill: {e.colour}; fill-opacity: {e.opacity:g}"/>'
+                )
+            elif e.kind == "outline":
+                out.append(
+                    f'<rect x="{_f(x)}" y="{_f(cy - 3.5)}" width="16" height="7" '
+                    f'style="fill: none; stroke: {e.colour}"/>'
+                )
+            elif e.kind == "marker":
+                out.append(
+                    f'<use href="#{self.marker(e.marker)}" x="{_f(x + 8)}" y="{_f(cy)}" style="fill: {e.colour}"/>'
+                )
+            else:
+                dash = "; stroke-dasharray: 3 2" if e.kind == "dashed" else ""
+                out.append(f'<path d="M{_f(x)} {_f(cy)}h16" style="stroke: {e.colour}; stroke-width: 1.4{dash}"/>')
+            out.append(_text(x + 22, y, e.label, size=8))
+            y += 14
+        return "".join(out)
+
+
+def _marker_path(shape: str, r: float) -> str:
+    """A filled marker of about `r` radius, as a path centred on 0,0."""
+
+    def poly(points: Sequence[tuple[float, float]]) -> str:
+        return "M" + "L".join(f"{_f(px)} {_f(py)}" for px, py in points) + "Z"
+
+    def regular(n: int, rot: float, rr: float = r) -> list[tuple[float, float]]:
+        return [(rr * math.sin(rot + 2 * math.pi * i / n), -rr * math.cos(rot + 2 * math.pi * i / n)) for i in range(n)]
+
+    t = r * 0.35
+    if shape == "o":
+        return f"M{_f(-r)} 0a{_f(r)} {_f(r)} 0 1 0 {_f(2 * r)} 0a{_f(r)} {_f(r)} 0 1 0 {_f(-2 * r)} 0Z"
+    if shape == "s":
+        return poly([(-r * 0.85, -r * 0.85), (r * 0.85, -r * 0.85), (r * 0.85, r * 0.85), (-r * 0.85, r * 0.85)])
+    if shape in ("^", "v", "<", ">"):
+        rot = {"^": 0.0, ">": math.pi / 2, "v": math.pi, "<": -math.pi / 2}[shape]
+        return poly(regular(3, rot))
+    if shape == "D":
+        return poly(regular(4, 0.0))
+    if shape == "P":
+        return poly(
+            [(-t, -r), (t, -r), (t, -t), (r, -t), (r, t), (t, t), (t, r), (-t, r), (-t, t), (-r, t), (-r, -t), (-t, -t)]
+        )
+    if shape == "X":
+        c = math.cos(math.pi / 4)
+        pts = [
+            (-t, -r),
+            (t, -r),
+            (t, -t),
+            (r, -t),
+            (r, t),
+            (t, t),
+            (t, r),
+            (-t, r),
+            (-t, t),
+            (-r, t),
+            (-r, -t),
+            (-t, -t),
+        ]
+        return poly([(c * (px - py), c * (px + py)) for px, py in pts])
+    if shape == "*":
+        outer, inner = regular(5, 0.0), regular(5, math.pi / 5, r * 0.45)
+        return poly([p for pair in zip(outer, inner, strict=True) for p in pair])
+    if shape == "h":
+        return poly(regular(6, 0.0))
+    return poly(regular(5, 0.0))  # "p", and anything else
+
+
+def _rect_path(x0: float, x1: float, y0: float, y1: float) -> str:
+    return f"M{_f(x0)} {_f(y0)}H{_f(x1)}V{_f(y1)}H{_f(x0)}Z"
+
+
+def _titled(gid: str, style: str, paths: Sequence[str], titles: Sequence[str] | None) -> str:
+    """A group of paths, each with its tooltip (<title>) when given."""
+    if titles is None:
+        body = "".join(f'<path d="{d}"/>' for d in paths)
+    else:
+        body = "".join(f'<path d="{d}"><title>{escape(t)}</title></path>' for d, t in zip(paths, titles, strict=True))
+    return f'<g id="{gid}" style="{style}">{body}</g>'
 
 
 def _fault_colours(faults: Sequence[Fault]) -> dict[str, str]:
     kinds = sorted({f.kind for f in faults})
     return {k: _FAULT_COLOURS[i % len(_FAULT_COLOURS)] for i, k in enumerate(kinds)}
-
-
-def _shade(ax: Any, faults: Sequence[Fault]) -> list[Any]:
-    """Fault intervals as bands across the whole axes; legend handles, one per kind."""
-    from matplotlib.patches import Patch
-
-    colours = _fault_colours(faults)
-    for f in faults:
-        ax.axvspan(f.start, f.end, color=colours[f.kind], alpha=0.13, lw=0, zorder=0)
-    return [Patch(color=c, alpha=0.35, label=f"nemesis: {k}") for k, c in colours.items()]
 
 
 def _time_range(spans: Sequence[Span], faults: Sequence[Fault]) -> tuple[float, float]:
@@ -247,11 +451,13 @@ def _time_range(spans: Sequence[Span], faults: Sequence[Fault]) -> tuple[float, 
     return lo, hi if hi > lo else lo + 1.0
 
 
-def _empty(fig: Any, salt: str, message: str) -> str:
-    ax = fig.add_subplot()
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#777")
-    ax.set_axis_off()
-    return _svg(fig, salt)
+def _empty(salt: str, height: float, message: str) -> str:
+    fig = _Figure(salt, 14, height)
+    return (
+        f'<svg xmlns="{_SVG_NS}" width="{_f(fig.w)}pt" height="{_f(fig.h)}pt" viewBox="0 0 {_f(fig.w)} {_f(fig.h)}" '
+        f'font-family="{_FONT}"><rect width="100%" height="100%" style="fill: #fff"/>'
+        f"{_text(fig.w / 2, fig.h / 2, message, anchor='middle', colour='#777')}</svg>"
+    )
 
 
 def _lane_order(spans: Sequence[Span]) -> list[int | str]:
@@ -277,9 +483,6 @@ def timeline_svg(
     `highlight` (an anomaly's) outlined. Returns the SVG and a note ("" unless
     bars were left out). With `window` (from, to in seconds), only the ops
     that overlap it, drawn to its scale."""
-    from matplotlib.collections import PolyCollection
-    from matplotlib.patches import Patch
-
     if window is not None:
         spans = [s for s in spans if s.start <= window[1] and (s.end is None or s.end >= window[0])]
         faults = [f for f in faults if f.start <= window[1] and f.end >= window[0]]
@@ -293,81 +496,74 @@ def timeline_svg(
         )
         spans = spans[:max_bars] + [s for s in spans[max_bars:] if s.id in highlight]
     lanes = _lane_order(spans)
-    height = min(22.0, 1.6 + 0.3 * (len(lanes) + 1))
-    fig = _figure(14, max(3.0, height))
+    height = max(3.0, min(22.0, 1.6 + 0.3 * (len(lanes) + 1)))
     if not spans:
-        return _empty(fig, salt, "no client ops in the history"), note
+        return _empty(salt, height, "no client ops in the history"), note
     lo, hi = window if window is not None else _time_range(spans, faults)
-    ax = _axes(fig, left=1.1)
-    row = {p: i + 1 for i, p in enumerate(lanes)}  # lane 0 is the versions lane
+    fig = _Figure(salt, 14, height, left=1.1)
+    fig.xlim = (lo, hi + (hi - lo) * 0.01)
+    fig.ylim = (len(lanes) + 0.7, -1.1)  # lane 0 (versions) on top
+    row = {p: i + 1 for i, p in enumerate(lanes)}
     # A bar narrower than a pixel would vanish: give every op a visible width.
     min_w = (hi - lo) / 3000
-    handles = _shade(ax, faults)
-    titles: dict[str, list[str]] = {}
+    fig.shade(faults)
+
+    def box(s: Span, half: float) -> str:
+        y, x0 = row[s.process], s.start
+        x1 = max(s.end if s.end is not None else hi, x0 + min_w)
+        return _rect_path(fig.X(x0), fig.X(x1), fig.Y(y - half), fig.Y(y + half))
+
     for outcome in OUTCOMES:
         group = [s for s in spans if s.type == outcome]
         if not group:
             continue
-        polys = []
-        for s in group:
-            y = row[s.process]
-            x0 = s.start
-            x1 = max(s.end if s.end is not None else hi, x0 + min_w)
-            polys.append([(x0, y - 0.38), (x1, y - 0.38), (x1, y + 0.38), (x0, y + 0.38)])
-        gid = f"tl-{outcome}"
-        ax.add_collection(
-            PolyCollection(polys, facecolors=VERDICT_COLOURS[outcome], edgecolors="none", gid=gid, zorder=2)
+        colour = VERDICT_COLOURS[outcome]
+        fig.data.append(
+            _titled(f"tl-{outcome}", f"fill: {colour}", [box(s, 0.38) for s in group], [tooltip(s) for s in group])
         )
-        titles[gid] = [tooltip(s) for s in group]
-        handles.append(Patch(color=VERDICT_COLOURS[outcome], label=f"{outcome} ({len(group)})"))
+        fig.legend.append(_Legend("patch", colour, f"{outcome} ({len(group)})"))
     marked = [s for s in spans if s.id in highlight]
     if marked:
-        outlines = []
-        for s in marked:
-            y, x0 = row[s.process], s.start
-            x1 = max(s.end if s.end is not None else hi, x0 + min_w)
-            outlines.append([(x0, y - 0.48), (x1, y - 0.48), (x1, y + 0.48), (x0, y + 0.48)])
-        ax.add_collection(
-            PolyCollection(
-                outlines,
-                facecolors="none",
-                edgecolors="#000",
-                # Thick outlines of hundreds of ops would merge into one black block.
-                linewidths=1.6 if len(marked) <= 50 else 0.6,
-                gid="tl-anomaly",
-                zorder=4,
+        # Thick outlines of hundreds of ops would merge into one black block.
+        width = 1.6 if len(marked) <= 50 else 0.6
+        fig.data.append(
+            _titled(
+                "tl-anomaly",
+                f"fill: none; stroke: #000; stroke-width: {width}",
+                [box(s, 0.48) for s in marked],
+                ["in an anomaly: " + tooltip(s) for s in marked],
             )
         )
-        titles["tl-anomaly"] = ["in an anomaly: " + tooltip(s) for s in marked]
-        handles.append(Patch(facecolor="none", edgecolor="#000", label=f"in an anomaly ({len(marked)})"))
-    commits = sorted((s for s in spans if s.commits), key=lambda s: s.end or 0.0)
+        fig.legend.append(_Legend("outline", "#000", f"in an anomaly ({len(marked)})"))
+    commits = sorted((s for s in spans if s.commits and s.end is not None), key=lambda s: s.end or 0.0)
+    top, base = fig.Y(-0.3), fig.Y(0.35)
     if len(commits) > MAX_VERSION_MARKS:
         # One path for all of them: a mark per commit, each its own element
-        # with a tooltip, would double the drawing time of a long run (the
+        # with a tooltip, would make a long run's page slow to draw (the
         # bars' tooltips still name each op's version).
-        xs = [x for s in commits for x in (s.end, s.end, math.nan)]
-        ys = [y for _ in commits for y in (0.35, -0.3, math.nan)]
-        ax.plot(xs, ys, color="#333", lw=0.6, zorder=3, gid="tl-versions-comb")
+        d = "".join(f"M{_f(fig.X(s.end))} {_f(base)}V{_f(top)}" for s in commits if s.end is not None)
+        fig.data.append(f'<path id="tl-versions-comb" d="{d}" style="stroke: #333; stroke-width: 0.6"/>')
     elif commits:
         # Marks narrow enough that hundreds of commits stay a comb, not a bar.
-        w = (hi - lo) / max(400, 4 * len(commits))
-        tris = [[(s.end, 0.35), (s.end - w, -0.3), (s.end + w, -0.3)] for s in commits if s.end is not None]
-        ax.add_collection(PolyCollection(tris, facecolors="#333", edgecolors="none", gid="tl-versions", zorder=3))
-        titles["tl-versions"] = [f"v{s.version} committed by op {s.id} at t = {s.end:.3f} s" for s in commits]
+        w = (fig.X(hi) - fig.X(lo)) / max(400, 4 * len(commits))
+        tris = []
+        for s in commits:
+            x = fig.X(s.end)  # type: ignore[arg-type]
+            tris.append(f"M{_f(x)} {_f(base)}L{_f(x - w)} {_f(top)}L{_f(x + w)} {_f(top)}Z")
+        titles = [f"v{s.version} committed by op {s.id} at t = {s.end:.3f} s" for s in commits]
+        fig.data.append(_titled("tl-versions", "fill: #333", tris, titles))
     if commits:
         # Labels at least a label's width apart; the tooltips name every version.
         gap, last = (hi - lo) / 20, -math.inf
         for s in commits:
             if s.end is not None and s.end - last >= gap:
-                ax.annotate(f"v{s.version}", (s.end, -0.35), fontsize=7, ha="center", va="bottom", color="#333")
+                fig.data.append(
+                    _text(fig.X(s.end), fig.Y(-0.35) - 2, f"v{s.version}", size=7, anchor="middle", colour="#333")
+                )
                 last = s.end
-    ax.set_xlim(lo, hi + (hi - lo) * 0.01)
-    ax.set_ylim(len(lanes) + 0.7, -1.1)
-    ax.set_yticks(range(len(lanes) + 1), ["versions", *(f"process {p}" for p in lanes)], fontsize=8)
-    ax.set_xlabel("time since the run began (s)")
-    ax.grid(axis="x", color="#eee", zorder=0)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return _svg(fig, salt, titles), note
+    fig.x_axis("time since the run began (s)")
+    fig.y_axis(grid=False, lanes=["versions", *(f"process {p}" for p in lanes)])
+    return fig.svg(), note
 
 
 def _stride(items: list[Span], cap: int) -> list[Span]:
@@ -380,53 +576,38 @@ def _stride(items: list[Span], cap: int) -> list[Span]:
 def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int = MAX_LATENCY_POINTS) -> str:
     """A point per completed op: x its invoke time, y its latency (log scale);
     colour by outcome, marker by op kind."""
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import LogFormatter
-
-    fig = _figure(14, 4.2)
     done = sorted((s for s in spans if s.latency is not None), key=lambda s: s.start)
     if not done:
-        return _empty(fig, "latency", "no completed client ops")
+        return _empty("latency", 4.2, "no completed client ops")
     # Failures are the rare points a reader looks for: thin out the ok ops first.
     bad = _stride([s for s in done if s.type != "ok"], max_points // 2)
     shown = bad + _stride([s for s in done if s.type == "ok"], max_points - len(bad))
-    ax = _axes(fig)
-    handles = _shade(ax, faults)
+    fig = _Figure("latency", 14, 4.2)
+    fig.xlim = _time_range(spans, faults)
+    ms = [max(1000 * (s.latency or 0.0), 0.01) for s in shown]
+    # A twentieth of the span (in decades) of room above and below the points.
+    a, b = math.log10(min(ms)), math.log10(max(ms))
+    pad = max((b - a) * 0.05, 0.05)
+    fig.ylim, fig.ylog = (10 ** (a - pad), 10 ** (b + pad)), True
+    fig.shade(faults)
     kinds = sorted({s.f for s in shown})
     marker = {f: _MARKERS[i % len(_MARKERS)] for i, f in enumerate(kinds)}
-    for f in kinds:
-        for outcome in OUTCOMES:
-            pts = [s for s in shown if s.f == f and s.type == outcome]
-            if pts:
-                ax.scatter(
-                    [s.start for s in pts],
-                    [max(1000 * (s.latency or 0.0), 0.01) for s in pts],
-                    s=9,
-                    marker=marker[f],
-                    color=VERDICT_COLOURS[outcome],
-                    alpha=0.7,
-                    linewidths=0,
-                    zorder=2,
-                )
-    handles += [Line2D([], [], ls="", marker="o", color=VERDICT_COLOURS[o], label=o) for o in OUTCOMES]
-    handles += [Line2D([], [], ls="", marker=marker[f], color="#555", label=f) for f in kinds]
-    ax.set_yscale("log")
-    # Plain numbers (0.1, 10, 1000): the log scale's default labels are
-    # TeX (10 to a power), whose parser matplotlib builds on first use for
-    # 0.4 s, in a process that draws one page.
-    ax.yaxis.set_major_formatter(LogFormatter())
-    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
-    ax.set_ylabel("latency (ms, log)")
-    ax.set_xlabel("time the op was invoked (s)")
-    lo, hi = _time_range(spans, faults)
-    ax.set_xlim(lo, hi)
-    ax.grid(color="#eee", zorder=0)
+    points = []
+    for s, v in zip(shown, ms, strict=True):
+        points.append(
+            f'<use href="#{fig.marker(marker[s.f])}" x="{_f(fig.X(s.start))}" y="{_f(fig.Y(v))}" '
+            f'style="fill: {VERDICT_COLOURS[s.type] if s.type in VERDICT_COLOURS else "#555"}; fill-opacity: 0.7"/>'
+        )
+    fig.data.append(f'<g id="latency-points">{"".join(points)}</g>')
+    fig.legend += [_Legend("marker", VERDICT_COLOURS[o], o) for o in OUTCOMES]
+    fig.legend += [_Legend("marker", "#555", f, marker=marker[f]) for f in kinds]
+    fig.x_axis("time the op was invoked (s)")
+    fig.y_axis("latency (ms, log)")
     title = f"{len(done)} completed ops"
     if len(shown) < len(done):
         title += f" ({len(shown)} drawn: every failed or info op up to {max_points // 2}, ok ops evenly spaced)"
-    ax.set_title(title, fontsize=9, loc="left")
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return _svg(fig, "latency")
+    fig.title(title)
+    return fig.svg()
 
 
 def _bins(lo: float, hi: float, target: int, minimum: float) -> tuple[float, int]:
@@ -446,39 +627,46 @@ def _nice_widths() -> Any:
         k += 1
 
 
+def _top(values: Sequence[float]) -> float:
+    """An upper y limit with a little room above the highest value."""
+    top = max((v for v in values if math.isfinite(v)), default=0.0)
+    return top * 1.05 if top > 0 else 1.0
+
+
 def throughput_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
     """Completions per second, one line per outcome."""
-    fig = _figure(14, 3.6)
     done = [s for s in spans if s.end is not None]
     if not done:
-        return _empty(fig, "throughput", "no completed client ops")
+        return _empty("throughput", 3.6, "no completed client ops")
     lo, hi = _time_range(spans, faults)
     width, n = _bins(lo, hi, 150, 0.5)
     counts = {o: [0] * n for o in OUTCOMES}
     for s in done:
         i = min(n - 1, int((s.end - lo) / width))  # type: ignore[operator]
         counts.setdefault(s.type, [0] * n)[i] += 1
-    ax = _axes(fig)
-    handles = _shade(ax, faults)
-    edges = [lo + i * width for i in range(n + 1)]
+    rates = {o: [c / width for c in counts[o]] for o in OUTCOMES}
+    fig = _Figure("throughput", 14, 3.6)
+    fig.xlim, fig.ylim = (lo, hi), (0.0, _top([r for o in OUTCOMES for r in rates[o]]))
+    fig.shade(faults)
     for o in OUTCOMES:
-        handles.append(ax.stairs([c / width for c in counts[o]], edges, color=VERDICT_COLOURS[o], lw=1.4, label=o))
-    ax.set_ylabel(f"ops/s ({width:g} s bins)")
-    ax.set_xlabel("time the op completed (s)")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(bottom=0)
-    ax.grid(color="#eee", zorder=0)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return _svg(fig, "throughput")
+        d = f"M{_f(fig.X(lo))} {_f(fig.Y(rates[o][0]))}"
+        for i, r in enumerate(rates[o]):
+            if i:
+                d += f"V{_f(fig.Y(r))}"
+            d += f"H{_f(fig.X(lo + (i + 1) * width))}"
+        fig.data.append(f'<path d="{d}" style="fill: none; stroke: {VERDICT_COLOURS[o]}; stroke-width: 1.4"/>')
+        fig.legend.append(_Legend("line", VERDICT_COLOURS[o], o))
+    fig.x_axis("time the op completed (s)")
+    fig.y_axis(f"ops/s ({width:g} s bins)")
+    return fig.svg()
 
 
 def conflict_rate_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
     """Of the write ops completing in each interval (every op but reads, as
     results.json counts them), the share that failed on a concurrent commit."""
-    fig = _figure(14, 3.4)
     writes = [s for s in spans if s.end is not None and s.f != "read" and s.type in COMPLETIONS]
     if not writes:
-        return _empty(fig, "conflict", "no completed write ops")
+        return _empty("conflict", 3.4, "no completed write ops")
     lo, hi = _time_range(spans, faults)
     width, n = _bins(lo, hi, 60, 1.0)
     total, conflicts = [0] * n, [0] * n
@@ -488,21 +676,33 @@ def conflict_rate_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
         conflicts[i] += s.is_conflict
     xs = [lo + (i + 0.5) * width for i in range(n)]
     rate = [100 * c / t if t else math.nan for c, t in zip(conflicts, total, strict=True)]
-    ax = _axes(fig)
-    handles = _shade(ax, faults)
-    (line,) = ax.plot(xs, rate, color=VERDICT_COLOURS["fail"], marker="o", ms=3, lw=1.2, label="conflict rate")
-    handles.insert(0, line)
+    fig = _Figure("conflict", 14, 3.4)
+    fig.xlim, fig.ylim = (lo, hi), (0.0, 100.0)
+    fig.shade(faults)
+    colour = VERDICT_COLOURS["fail"]
     overall = 100 * sum(conflicts) / len(writes)
-    ax.axhline(overall, color="#999", ls="--", lw=0.8)
-    ax.set_title(
-        f"{sum(conflicts)} of {len(writes)} write ops failed on a concurrent commit ({overall:.1f}%, dashed)",
-        fontsize=9,
-        loc="left",
+    fig.data.append(
+        f'<path d="M{_f(fig.x0)} {_f(fig.Y(overall))}H{_f(fig.x1)}" '
+        'style="stroke: #999; stroke-width: 0.8; stroke-dasharray: 4 3"/>'
     )
-    ax.set_ylabel(f"% of write ops ({width:g} s bins)")
-    ax.set_xlabel("time the op completed (s)")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(0, 100)
-    ax.grid(color="#eee", zorder=0)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    return _svg(fig, "conflict")
+    d, pen = "", "M"  # a bin with no write op breaks the line
+    for x, r in zip(xs, rate, strict=True):
+        if math.isnan(r):
+            pen = "M"
+            continue
+        d += f"{pen}{_f(fig.X(x))} {_f(fig.Y(r))}"
+        pen = "L"
+    fig.data.append(f'<path d="{d}" style="fill: none; stroke: {colour}; stroke-width: 1.2"/>')
+    dot = fig.marker("o")
+    fig.data.append(
+        "".join(
+            f'<use href="#{dot}" x="{_f(fig.X(x))}" y="{_f(fig.Y(r))}" style="fill: {colour}"/>'
+            for x, r in zip(xs, rate, strict=True)
+            if not math.isnan(r)
+        )
+    )
+    fig.legend.insert(0, _Legend("line", colour, "conflict rate"))
+    fig.title(f"{sum(conflicts)} of {len(writes)} write ops failed on a concurrent commit ({overall:.1f}%, dashed)")
+    fig.x_axis("time the op completed (s)")
+    fig.y_axis(f"% of write ops ({width:g} s bins)")
+    return fig.svg()

@@ -154,10 +154,9 @@ class HistoryPlots:
     """The report's plots that need only the history, drawn while the
     checkers run (a long run's checkers spend much of their time waiting
     for data files to be decoded). On Linux they are drawn in a forked
-    process that has the history already: on a thread, matplotlib's
-    seconds of Python would hold the interpreter's lock the checkers need.
-    Elsewhere, on a thread; until result() has them, that thread is the only
-    one drawing: matplotlib is not made for two at once."""
+    process that has the history already: on a thread, a long history's
+    seconds of drawing would hold the interpreter's lock the checkers need.
+    Elsewhere, on a thread."""
 
     def __init__(self, history: History) -> None:
         self._got: dict[str, Any] | None = None
