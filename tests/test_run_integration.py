@@ -221,10 +221,14 @@ def test_sigkill_of_the_harness_leaves_no_jvm_and_the_next_start_removes_its_scr
 
 
 def _worker_pids(pid: int) -> list[int]:
+    """Client workers: started on their own, or forked by the run's worker
+    fork server (its children; the server itself is no worker)."""
     out = []
     for p in psutil.Process(pid).children(recursive=True):
         try:
-            if "harness.run.worker_main" in " ".join(p.cmdline()):
+            parent = p.parent()
+            forked = parent is not None and parent.pid != pid and "harness.run.forkserver" in " ".join(parent.cmdline())
+            if "harness.run.worker_main" in " ".join(p.cmdline()) or forked:
                 out.append(p.pid)
         except psutil.NoSuchProcess:
             pass

@@ -19,9 +19,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.core.errors import HarnessError
 
@@ -73,13 +73,20 @@ class ManagedProcess:
         env: dict[str, str] | None = None,
         pipes: bool = False,
         cwd: str | None = None,
+        pass_fds: Sequence[int] = (),
+        fork: Callable[[dict[str, str], Path], Any] | None = None,
     ):
+        """`fork`: started by calling it with the environment and the log
+        path (harness.run.forkserver), not by exec; what it returns stands
+        in for the Popen."""
         self.name = name
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self.env = env
         self.pipes = pipes
         self.cwd = cwd
+        self.pass_fds = tuple(pass_fds)
+        self.fork = fork
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._log_start = 0
@@ -90,6 +97,11 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.fork is not None:
+            self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self.proc = self.fork(dict(os.environ) if self.env is None else self.env, self.log_path)
+            REGISTRY.add(self)
+            return self
         try:
             self._log = open(self.log_path, "ab")
             # A process started again on the same log appends to it: readiness
@@ -107,6 +119,7 @@ class ManagedProcess:
                 # then stops children in order (workers before servers).
                 start_new_session=True,
                 preexec_fn=die_with_parent,
+                pass_fds=self.pass_fds,
             )
         except OSError as e:
             if self._log is not None:

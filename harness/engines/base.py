@@ -279,11 +279,18 @@ class EngineClient(ABC):
         and whether the op definitely did not apply (fail) or may have (info)."""
 
 
+# A Spark Connect client's imports (PySpark, pandas, grpc): 1.5 s of CPU.
+SPARK_CLIENT_MODULES = ("pyspark.sql.connect.session", "pyspark.sql.connect.client.retries")
+
+
 class Engine(ABC):
     """Controller-side: nodes and client configs for one engine."""
 
     name: str
     capabilities: Capabilities
+    # What a client worker imports before it opens its session: a run's
+    # worker fork server imports them once (harness.run.forkserver).
+    client_modules: tuple[str, ...] = ()
 
     def prepare(self) -> None:
         """Build what this engine's release needs before anything starts (an

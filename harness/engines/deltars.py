@@ -489,6 +489,7 @@ class DeltaRsClient(EngineClient):
 class DeltaRsEngine(Engine):
     name = "delta-rs"
     capabilities = DELTARS_CAPABILITIES
+    client_modules = ("deltalake", "pyarrow")
 
     def __init__(self, release: str | None = None, progress: Callable[[str], None] | None = None):
         """`release`: a deltalake release other than the pinned one, run in an

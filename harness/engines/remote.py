@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.core.errors import HarnessError
 from harness.core.storage import Storage
-from harness.engines.base import ClientConfig, Engine, Node
+from harness.engines.base import SPARK_CLIENT_MODULES, ClientConfig, Engine, Node
 from harness.engines.deltaspark import DELTA_SPARK_CAPABILITIES
 from harness.engines.spark import spark_uri
 
@@ -115,6 +115,7 @@ def check_nemeses(
 class SparkConnectRemoteEngine(Engine):
     name = NAME
     capabilities = CAPABILITIES
+    client_modules = SPARK_CLIENT_MODULES
 
     def __init__(self, remotes: list[str] | str | None = None):
         if not remotes:

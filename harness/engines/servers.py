@@ -14,10 +14,11 @@ from pathlib import Path
 
 from harness.core.procs import ManagedProcess
 from harness.core.storage import Storage
-from harness.engines.base import Engine, Node
+from harness.engines.base import SPARK_CLIENT_MODULES, Engine, Node
 
 
 class ServerEngine(Engine):
+    client_modules = SPARK_CLIENT_MODULES  # both server engines are Spark Connect servers
     # Seconds between SIGTERM and SIGKILL when the nodes are stopped.
     stop_grace = 5.0
 

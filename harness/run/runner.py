@@ -33,7 +33,9 @@ from harness.deltalog.copy import KEPT_DIR
 from harness.engines.base import Engine, Node
 from harness.engines.deltaspark import COORDINATOR_TABLE
 from harness.engines.spark import spark_uri
+from harness.run import forkserver
 from harness.run.cluster import RunCluster
+from harness.run.forkserver import ForkServer
 from harness.run.plan import TestPlan, package_versions
 from harness.run.progress import Progress
 from harness.run.storage import LocalStorage, open_storage
@@ -128,6 +130,7 @@ class Runner:
         self.cluster: RunCluster | None = None
         self.schedule: NemesisSchedule | None = None
         self.store_self_check: dict[str, Any] | None = None
+        self.forks: ForkServer | None = None
         self.keeper: DataFileKeeper | None = None
         self._keeper_thread: threading.Thread | None = None
         self._keeper_stop = threading.Event()
@@ -146,6 +149,7 @@ class Runner:
             self.table,
             self.logs_dir / f"worker-{process}.log",
             extra_env=self.node_env.get(node.name),
+            forks=self.forks if self.forks is not None and self.forks.wait_ready() else None,
         )
         if slot is None:
             return worker.start(WORKER_START_TIMEOUT)
@@ -386,6 +390,7 @@ class Runner:
                 self.table_uri = self.storage.table_uri(TABLE_DIR)
                 self.progress.message(f"storage: {self.storage.kind}  table: {self.table_uri}")
                 self.store_self_check = self._store_self_check()
+                self._start_fork_server()
                 self.nodes = self._start_nodes()
                 self._write_spec()
                 self._setup_table()
@@ -445,6 +450,21 @@ class Runner:
         else:
             self.progress.message(f"store self-check: {doc['summary']}")
         return doc
+
+    def _start_fork_server(self) -> None:
+        """The worker fork server (harness.run.forkserver), started before
+        the nodes so that its imports overlap their start; none where every
+        engine's clients run in an environment of their own."""
+        if not forkserver.enabled():
+            return
+        mine = [e for e in self.engines if getattr(e, "release", None) is None]
+        if not mine:
+            return
+        modules = sorted({m for e in mine for m in e.client_modules})
+        try:
+            self.forks = ForkServer(modules, self.logs_dir / "fork-server.log")
+        except (OSError, HarnessError) as e:
+            self.progress.message(f"worker fork server not started ({e}): workers start on their own")
 
     def _start_nodes(self) -> list[Node]:
         """Nodes split evenly over the engines, in engine order (slots take
@@ -600,6 +620,8 @@ class Runner:
                 engine.stop_nodes()
             if self.cluster is not None:
                 self.cluster.close()
+            if self.forks is not None:
+                self.forks.close()
             if self.storage is not None:
                 self.storage.stop()
             self.history.close()

@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.core.capacity import WORKER_START_TIMEOUT
 from harness.core.errors import HarnessError
 from harness.core.history import NO_REPLY
 from harness.core.procs import ManagedProcess, SpawnRefused, foreign_python, python_argv
 from harness.core.table import TableSpec
 from harness.engines.base import ClientConfig
+from harness.run.forkserver import ForkedProcess, ForkServer
 from harness.run.worker_main import CONFIG_ENV, STOP
 
 
@@ -37,7 +39,11 @@ class Worker:
         table: TableSpec,
         log_path: Path,
         extra_env: dict[str, str] | None = None,
+        forks: ForkServer | None = None,
     ):
+        """`forks`: a worker fork server of the run, used unless the worker
+        needs an environment that acts at exec (`extra_env`: the clock
+        nemesis's LD_PRELOAD) or another interpreter."""
         self.config = config
         self.process = config.process
         self.node = config.node
@@ -53,7 +59,14 @@ class Worker:
         argv = python_argv("harness.run.worker_main")
         if config.python is not None:
             argv, env = foreign_python(config.python, argv, env)
-        self.proc = ManagedProcess(f"worker-{config.process}", argv, log_path, env=env, pipes=True)
+        fork = None
+        if forks is not None and not extra_env and config.python is None:
+
+            def fork(env: dict[str, str], log: Path) -> ForkedProcess:
+                return forks.spawn(env, log, WORKER_START_TIMEOUT)
+
+        self._exec = (argv, env)
+        self.proc = ManagedProcess(f"worker-{config.process}", argv, log_path, env=env, pipes=True, fork=fork)
         self._buf = b""
         self._sel: selectors.BaseSelector | None = None
         self._crashed = False
@@ -63,7 +76,17 @@ class Worker:
         return self.proc.pid
 
     def start(self, timeout: float) -> Worker:
-        self.proc.start()
+        try:
+            self.proc.start()
+        except SpawnRefused:
+            raise
+        except HarnessError:
+            if self.proc.fork is None:
+                raise
+            # The fork server failed (or is gone): a worker of its own.
+            argv, env = self._exec
+            self.proc = ManagedProcess(self.proc.name, argv, self.proc.log_path, env=env, pipes=True)
+            self.proc.start()
         if self._crashed:  # crashed from another thread while its process was being started
             self.kill()
             raise HarnessError(f"client worker {self.process} was stopped as it started")
