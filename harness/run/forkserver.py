@@ -92,13 +92,19 @@ class ForkServer:
         self._replies: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
         self._closed = False
+        self._broken = False
         self.ready = threading.Event()
         self.exited = threading.Event()  # set (and cleared) as exits arrive
         self._got = threading.Condition(self._lock)
         threading.Thread(target=self._read, name="fork-server-replies", daemon=True).start()
 
     def wait_ready(self, timeout: float = _READY_TIMEOUT) -> bool:
-        return self.ready.wait(timeout) and not self._closed
+        """Whether it serves; once it has not (its imports outlasted the
+        timeout, or a request went unanswered), it never will again:
+        workers start on their own, and no caller waits on it twice."""
+        if not self.ready.wait(timeout):
+            self._broken = True
+        return not (self._closed or self._broken)
 
     def _read(self) -> None:
         try:
@@ -127,6 +133,8 @@ class ForkServer:
 
     def spawn(self, env: dict[str, str], log_path: Path, timeout: float) -> ForkedProcess:
         """A worker with this environment, its stderr appended to log_path."""
+        if self._broken or self._closed:
+            raise HarnessError("the worker fork server does not serve")
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         try:
@@ -151,6 +159,8 @@ class ForkServer:
                 self._got.wait(left)
             reply = self._replies.pop(seq, None)
         if reply is None or "pid" not in reply:
+            # Its workers run on (they would die with it); new ones start on their own.
+            self._broken = True
             os.close(in_w)
             os.close(out_r)
             why = "no answer" if reply is None else reply.get("error")
