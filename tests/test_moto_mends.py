@@ -201,8 +201,11 @@ def test_racing_conditional_writes_have_one_winner_only_when_mended(
             table = _coordinator_table(client, "race")
             result = dynamodb_conditional_update(client, table, PATH, rounds, RACERS, pool)
     counts = result.counts
-    assert counts["errors"] == 0, result.detail
     if moto == "shipped":
+        # Unlocked writes of one key may also fail a racer's request (one
+        # CI run: 8 of 8 won round 1, and a later round lost a request):
+        # the same missing lock, shown another way. Most still answer.
+        assert counts["errors"] < RACERS, result.detail
         several = counts.get("several_winners", 0)
         assert result.passed is False and several >= 1 and counts["won"] > rounds, result.detail
         assert "racing conditional" in result.failure and "succeed in round" in result.failure
@@ -210,7 +213,7 @@ def test_racing_conditional_writes_have_one_winner_only_when_mended(
             # Each winner's commit was added to the item: ratified version 1s.
             assert counts["not_one_commit"] == several
     else:
-        assert result.passed is True, result.detail
+        assert counts["errors"] == 0 and result.passed is True, result.detail
         assert (counts["won"], counts["refused"], counts["one_winner"]) == (1, RACERS - 1, 1)
 
 
