@@ -222,15 +222,16 @@ def test_list_append_on_sail_loses_appends_and_reads_no_snapshot(results_dir: Pa
     assert_only_known(doc, only_run_dir(results_dir), [SAIL_BLIND_INSERT_SELECT])
 
 
-def _rows_at(view: RunView, version: int) -> list[dict[str, Any]]:
-    return view.log.rows_at(version, ["id", "k", "pos", "writer"]).to_pylist()
+def _rows_at(view: RunView, version: int, extra: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return view.log.rows_at(version, ["id", "k", "pos", "writer", *extra]).to_pylist()
 
 
 def _blind_insert_select(view: RunView, a: dict[str, Any]) -> str | None:
     """None when the log shows the anomaly is what a blind INSERT ... SELECT
     does: every commit it names is a blind append that records no read
     version, and the rows show the anomaly (two live elements at one
-    position; or one append whose positions no single version explains)."""
+    position; or one append whose reads, each key's length and the writer
+    of its last element, no single version explains)."""
     log = view.log
     versions = versions_of(a)
     if not versions:
@@ -254,22 +255,32 @@ def _blind_insert_select(view: RunView, a: dict[str, Any]) -> str | None:
                 seen.setdefault((r["k"], r["pos"]), set()).add(r["writer"])
         return None if any(len(w) > 1 for w in seen.values()) else "no two of its ops hold one (key, position)"
     # non-snapshot-read: the op's elements each say how long their key's
-    # list was when read; no version before its commit had all those lengths.
+    # list was when read, and whose element ended it (prev_writer); no
+    # version before its commit held all of those. (Two elements at one
+    # position make a length alone fit versions the op did not read.)
     (op,) = a["ops"]
     v = versions[0]
-    mine = [r for r in _rows_at(view, v) if r["writer"] == op]
+    mine = [r for r in _rows_at(view, v, ("prev_writer",)) if r["writer"] == op]
     if len({r["k"] for r in mine}) < 2:
         return f"op {op} appended to fewer than two keys at version {v}"
     fits = []
     for u in range(v):
         if not log.is_reconstructible(u):
             continue
+        rows = _rows_at(view, u)
         length: dict[int, int] = {}
-        for r in _rows_at(view, u):
+        for r in rows:
             length[r["k"]] = max(length.get(r["k"], 0), r["pos"] + 1)
-        if all(length.get(r["k"], 0) == r["pos"] for r in mine):
+        tails: dict[int, set[str]] = {}
+        for r in rows:
+            if r["pos"] == length[r["k"]] - 1:
+                tails.setdefault(r["k"], set()).add(r["writer"])
+        if all(
+            length.get(r["k"], 0) == r["pos"] and (r["pos"] == 0 or r["prev_writer"] in tails.get(r["k"], set()))
+            for r in mine
+        ):
             fits.append(u)
-    return f"version(s) {fits} held every length op {op} read" if fits else None
+    return f"version(s) {fits} held every state op {op} read (length and last element)" if fits else None
 
 
 SAIL_BLIND_INSERT_SELECT = Known(
