@@ -268,6 +268,7 @@ class _Figure:
         self.front: list[str] = []  # axes, ticks, labels, legend
         self.legend: list[_Legend] = []
         self.defs: list[str] = []
+        self._markers: dict[str, str] = {}  # shape -> the id of its definition
 
     def X(self, v: float) -> float:
         lo, hi = self.xlim
@@ -329,8 +330,9 @@ class _Figure:
 
     def marker(self, shape: str) -> str:
         """The id of a marker's shape (defined once per figure), centred on 0,0."""
-        mid = f"{self.salt}-m{_MARKERS.index(shape)}"
-        if not any(f'id="{mid}"' in d for d in self.defs):
+        mid = self._markers.get(shape)
+        if mid is None:
+            mid = self._markers[shape] = f"{self.salt}-m{_MARKERS.index(shape)}"
             self.defs.append(f'<path id="{mid}" d="{_marker_path(shape, _MARKER_R)}"/>')
         return mid
 
@@ -592,10 +594,11 @@ def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int 
     fig.shade(faults)
     kinds = sorted({s.f for s in shown})
     marker = {f: _MARKERS[i % len(_MARKERS)] for i, f in enumerate(kinds)}
+    ids = {f: fig.marker(m) for f, m in marker.items()}
     points = []
     for s, v in zip(shown, ms, strict=True):
         points.append(
-            f'<use href="#{fig.marker(marker[s.f])}" x="{_f(fig.X(s.start))}" y="{_f(fig.Y(v))}" '
+            f'<use href="#{ids[s.f]}" x="{_f(fig.X(s.start))}" y="{_f(fig.Y(v))}" '
             f'style="fill: {VERDICT_COLOURS[s.type] if s.type in VERDICT_COLOURS else "#555"}; fill-opacity: 0.7"/>'
         )
     fig.data.append(f'<g id="latency-points">{"".join(points)}</g>')
