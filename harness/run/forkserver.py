@@ -68,7 +68,7 @@ class ForkedProcess:
         while self.poll() is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
-            self.server.exited.wait(0.05)
+            self.server.wait_for_news(0.05)
         assert self.returncode is not None
         return self.returncode
 
@@ -84,6 +84,9 @@ class ForkServer:
         self.proc = ManagedProcess("worker fork server", argv, log_path, env=env, pass_fds=(theirs.fileno(),))
         try:
             self.proc.start()
+        except BaseException:
+            self._ours.close()
+            raise
         finally:
             theirs.close()
         self._send_lock = threading.Lock()
@@ -94,8 +97,7 @@ class ForkServer:
         self._closed = False
         self._broken = False
         self.ready = threading.Event()
-        self.exited = threading.Event()  # set (and cleared) as exits arrive
-        self._got = threading.Condition(self._lock)
+        self._got = threading.Condition(self._lock)  # notified on every reply, exit and the end
         threading.Thread(target=self._read, name="fork-server-replies", daemon=True).start()
 
     def wait_ready(self, timeout: float = _READY_TIMEOUT) -> bool:
@@ -118,8 +120,7 @@ class ForkServer:
                         self.ready.set()
                     elif "exit" in msg:
                         self._exits[msg["exit"]] = msg["code"]
-                        self.exited.set()
-                        self.exited.clear()
+                        self._got.notify_all()
                     elif "id" in msg:
                         self._replies[msg["id"]] = msg
                         self._got.notify_all()
@@ -129,7 +130,6 @@ class ForkServer:
             self._closed = True
             self._got.notify_all()
         self.ready.set()  # a waiter sees _closed
-        self.exited.set()
 
     def spawn(self, env: dict[str, str], log_path: Path, timeout: float) -> ForkedProcess:
         """A worker with this environment, its stderr appended to log_path."""
@@ -166,6 +166,11 @@ class ForkServer:
             why = "no answer" if reply is None else reply.get("error")
             raise HarnessError(f"the worker fork server did not start a worker: {why}")
         return ForkedProcess(self, reply["pid"], open(in_w, "wb"), open(out_r, "rb"))
+
+    def wait_for_news(self, timeout: float) -> None:
+        """Until a reply or an exit arrives, or `timeout` seconds pass."""
+        with self._lock:
+            self._got.wait(timeout)
 
     def exit_code(self, pid: int) -> int | None:
         with self._lock:
