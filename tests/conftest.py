@@ -88,6 +88,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "may_skip(reason): the test may skip in CI too (e.g. it needs what a fresh clone lacks)"
     )
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        _compile_project()
+
+
+def _compile_project() -> None:
+    """The project's modules compiled once, before the workers start. Under
+    PYTHONDONTWRITEBYTECODE (set in CI's containers) no interpreter writes
+    the bytecode it compiles, and an editable install ships none: each of
+    the suite's hundreds of harness processes compiled the modules it
+    imports again (0.3 s of CPU for `delta-jepsen --help`, 0.8 s for all)."""
+    import compileall
+
+    for pkg in ("harness", "checkers", "workloads", "nemeses"):
+        compileall.compile_dir(REPO / pkg, quiet=1, workers=0)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -200,6 +200,34 @@ def test_the_cache_lists_and_keeps_within_its_limit_removing_the_least_recently_
     assert not recent.exists() and new.is_dir()
 
 
+def test_an_environment_built_without_bytecode_is_compiled_once_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.engines import envs
+
+    monkeypatch.setenv(envs.CACHE_ENV, str(tmp_path))
+    req = envs.EnvRequest("delta-rs", "0.8.1", ("deltalake==0.8.1",))
+    d = tmp_path / req.name
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(d)], check=True, timeout=120)
+    (site,) = (d / "lib").glob("python*/site-packages")
+    (site / "engine_mod.py").write_text("VALUE = 1\n")
+    (d / "env.json").write_text(json.dumps({"engine": "delta-rs", "release": "0.8.1", "resolved": {}}))
+    env = envs.ensure(req)
+    (pyc,) = (site / "__pycache__").glob("engine_mod.*.pyc")
+    assert json.loads((d / "env.json").read_text())["bytecode"] is True
+    # Read, not compiled again, by an interpreter that writes no bytecode.
+    stamp = pyc.stat().st_mtime_ns
+    out = subprocess.run(
+        [env.python, "-v", "-c", "import engine_mod"],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and f"code object from '{pyc}'" in out.stderr, out.stderr[-2000:]
+    assert envs.ensure(req).path == d and pyc.stat().st_mtime_ns == stamp
+
+
 # The by-hand reproduction of the findings on older releases (docs:
 # findings, older releases of delta-rs), against each release alone.
 _STALE_DELETE = """
