@@ -17,6 +17,7 @@ its size under a limit by removing the environments used longest ago.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -82,6 +83,7 @@ class ReleaseEnv:
     engine: str
     release: str
     resolved: dict[str, str]  # package -> version, as uv installed them
+    bytecode: bool = False  # its modules compiled (see _BYTECODE)
 
     @property
     def python(self) -> str:
@@ -116,7 +118,7 @@ def limit_bytes() -> int:
 def _load(path: Path) -> ReleaseEnv | None:
     try:
         meta = json.loads((path / _MARKER).read_text())
-        return ReleaseEnv(path, meta["engine"], meta["release"], dict(meta["resolved"]))
+        return ReleaseEnv(path, meta["engine"], meta["release"], dict(meta["resolved"]), bool(meta.get(_BYTECODE)))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # half-built or foreign: not an environment
 
@@ -148,14 +150,7 @@ def _uv(args: list[str], log: Path, what: str) -> None:
         raise HarnessError(f"{what} failed: {' / '.join(tail) or f'uv exited with code {code}'} (log: {log})")
 
 
-def _compiled(path: Path) -> bool:
-    try:
-        return bool(json.loads((path / _MARKER).read_text()).get(_BYTECODE))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _compile(env: ReleaseEnv) -> None:
+def _compile(env: ReleaseEnv) -> ReleaseEnv:
     """Compile an environment built before builds compiled their bytecode,
     and mark it so (under its lock)."""
     log = cache_root() / f".compile-{env.path.name}.log"
@@ -166,20 +161,21 @@ def _compile(env: ReleaseEnv) -> None:
     meta = json.loads((env.path / _MARKER).read_text())
     meta[_BYTECODE] = True
     (env.path / _MARKER).write_text(json.dumps(meta, indent=2))
+    return dataclasses.replace(env, bytecode=True)
 
 
 def ensure(req: EnvRequest, progress: Callable[[str], None] | None = None) -> ReleaseEnv:
     """The environment for `req`, built now if the cache lacks it."""
     final = cache_root() / req.name
     env = _load(final)
-    if env is not None and _compiled(final):
+    if env is not None and env.bytecode:
         _touch(env)
         return env
     with _lock(req.name):
         env = _load(final)  # another process built it while this one waited
         if env is not None:
-            if not _compiled(final):
-                _compile(env)
+            if not env.bytecode:
+                env = _compile(env)
             _touch(env)
             return env
         t0 = time.monotonic()
