@@ -41,29 +41,31 @@ SAMPLE = [
 
 
 @pytest.fixture(scope="module")
-def sail_sample(tmp_path_factory) -> list[list[CellResult]]:
+def sail_sample(tmp_path_factory) -> list[CellResult]:
     pytest.importorskip("pyspark")
     root = tmp_path_factory.mktemp("conformance-sail")
-    # Three runs: Sail's control is the proxy's pin and hold on separate
-    # servers, so identical outcomes across runs are its determinism evidence.
-    return [run_cells("sail", SAMPLE, root / f"r{i}", timeout=120) for i in range(3)]
+    # One run: Sail's control is the proxy's pin and hold on separate
+    # servers, and its outcomes must equal the hand-pinned SAIL_VERDICTS
+    # below, which every earlier run gave too: that is the determinism
+    # evidence (three runs in one CI cost 85 s and proved no more).
+    return run_cells("sail", SAMPLE, root / "r0", timeout=120)
 
 
-def test_sail_cells_are_deterministic(sail_sample):
-    outcomes = [[(r.cell.id, r.obs.observed(), r.verdict) for r in rep] for rep in sail_sample]
-    assert all(o == outcomes[0] for o in outcomes), outcomes
-    for r in sail_sample[0]:
+def test_sail_cells_are_controlled(sail_sample):
+    # Determinism is test_sail_deviations_are_reported's: each cell gives
+    # the outcome every earlier run gave, pinned by hand.
+    for r in sail_sample:
         assert r.verdict not in (UNCONTROLLED, V_ERROR), (r.cell.id, r.why)
 
 
 def test_sail_unsupported_ops_are_reported(sail_sample):
-    by_id = {r.cell.id: r for r in sail_sample[0]}
+    by_id = {r.cell.id: r for r in sail_sample}
     r = by_id["unpartitioned/WriteSerializable/optimize>update"]
     assert r.verdict == V_UNSUPPORTED and "optimize" in r.why
 
 
 def test_sail_control_took_effect(sail_sample):
-    for r in sail_sample[0]:
+    for r in sail_sample:
         if r.verdict == V_UNSUPPORTED:
             continue
         assert r.obs.controlled, (r.cell.id, r.obs.control_note)
@@ -93,9 +95,9 @@ SAIL_VERDICTS = {
 
 
 def test_sail_deviations_are_reported(sail_sample):
-    got = {r.cell.id: (r.verdict, r.obs.observed()) for r in sail_sample[0]}
+    got = {r.cell.id: (r.verdict, r.obs.observed()) for r in sail_sample}
     assert got == SAIL_VERDICTS
-    by_id = {r.cell.id: r for r in sail_sample[0]}
+    by_id = {r.cell.id: r for r in sail_sample}
     skew = by_id["unpartitioned/WriteSerializable/insert-select>insert-select"]
     assert skew.obs.data_violation and skew.obs.data_violation.startswith("C15:")
     unjudged = by_id["partitioned-disjoint/WriteSerializable/update>insert"]

@@ -17,7 +17,7 @@ from tests.conftest import REPO, only_run_dir, run_cli
 pytestmark = pytest.mark.integration
 
 
-def _local_run(engine: str, workload: str, seconds: int, results: Path) -> tuple[str, dict[str, Any]]:
+def _local_run(engine: str, workload: str, seconds: int, results: Path, *extra: str) -> tuple[str, dict[str, Any]]:
     """A short run on a local directory; its stdout and spec.json (the run
     folder is named by the run's first line, on stderr)."""
     out = run_cli(
@@ -32,6 +32,7 @@ def _local_run(engine: str, workload: str, seconds: int, results: Path) -> tuple
         str(seconds),
         "--results-dir",
         str(results),
+        *extra,
         timeout=600,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -39,31 +40,9 @@ def _local_run(engine: str, workload: str, seconds: int, results: Path) -> tuple
     return out.stdout, json.loads((REPO / line.split()[1] / "spec.json").read_text())
 
 
-def test_delta_spark_3_3_runs_its_own_spark_on_loopback_only(tmp_path: Path) -> None:
-    from harness.engines.deltaspark import DeltaSparkEngine
-    from harness.run.storage import LocalStorage
-
-    engine = DeltaSparkEngine(release="3.3.2")
-    storage = LocalStorage(tmp_path / "tables")
-    (node,) = engine.start_nodes(1, storage, tmp_path / "logs", 240)
-    try:
-        java = psutil.Process(node.pid)
-        jvms = [java, *java.children(recursive=True)]
-        listening = [c.laddr for p in jvms for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
-        assert listening, "the Spark Connect server listens somewhere"
-        # Spark 3.5's Connect server has no binding address: the shim holds it.
-        assert {a.ip for a in listening} <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
-        versions = engine.versions()
-        assert (versions["pyspark"], versions["delta-spark"]) == ("3.5.4", "3.3.2")
-        assert "delta-spark_2.12-3.3.2.jar" in versions["spark-jars"]
-        assert "spark-connect_2.12-3.5.4.jar" in versions["spark-jars"]
-    finally:
-        engine.stop_nodes()
-    assert not java.is_running() or java.status() == psutil.STATUS_ZOMBIE
-
-
 def test_a_delta_spark_3_3_run_and_conformance_cell_are_judged(tmp_path: Path) -> None:
-    stdout, spec = _local_run("delta-spark==3.3.2", "list-append", 8, tmp_path)
+    # One JVM: two, racing, are the conformance cell's below.
+    stdout, spec = _local_run("delta-spark==3.3.2", "list-append", 8, tmp_path, "--nodes", "1")
     assert "verdict: VALID" in stdout
     assert spec["versions"]["delta-spark"] == "3.3.2" and spec["versions"]["pyspark"] == "3.5.4"
     # One cell on S3 behind the fault proxy, the loser's existence check held
@@ -200,7 +179,8 @@ def test_delta_spark_3_3_replays_a_store_race_and_a_held_commit(tmp_path: Path) 
       it, and overwrites it, so the acknowledged write is lost again;
     - as the engine orders them: 1.1's existence check of version 2 is held
       until 0.1 committed it, finds it, and delta-spark commits version 3
-      after its conflict check, having read version 1."""
+      after its conflict check, having read version 1.
+    While they run, the release's JVMs show its own Spark, on loopback only."""
     from harness.deltalog import read_log
     from harness.engines.releases import EngineRelease
     from harness.repro.extract import op_versions
@@ -237,9 +217,42 @@ def test_delta_spark_3_3_replays_a_store_race_and_a_held_commit(tmp_path: Path) 
     with spark_controls(EngineRelease("delta-spark", "3.3.2"), tmp_path / "servers") as controls:
         lost = replay(raced, tmp_path / "raced", controls=controls)
         kept = replay(ordered, tmp_path / "ordered", controls=controls)
+        jvms = _connect_servers()
+        _assert_release_spark_on_loopback_only(jvms)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in jvms), jvms
     assert lost.controlled and lost.reproduced, lost.to_json()
     assert kept.controlled and not kept.reproduced and kept.verdict == "valid", kept.to_json()
     log = read_log(str(tmp_path / "ordered" / "table"))
     assert op_versions(log) == {"setup.2": 1, "0.1": 2, "1.1": 3} and log.commits[3].read_version == 1
     commit = (tmp_path / "ordered" / "table" / "_delta_log" / f"{3:020d}.json").read_text()
     assert '"engineInfo":"Apache-Spark/3.5.4 Delta-Lake/3.3.2"' in commit
+
+
+def _connect_servers() -> list[psutil.Process]:
+    """The Spark Connect JVMs below this process."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if any("SparkConnectServer" in a for a in p.cmdline()):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _assert_release_spark_on_loopback_only(jvms: list[psutil.Process]) -> None:
+    """delta-spark 3.3.2's nodes run the release's own Spark 3.5 and its
+    Connect server, and listen on loopback only: Spark 3.5's Connect server
+    has no binding address, the bind shim holds it."""
+    assert jvms, "the replay's Spark Connect JVMs are running"
+    for java in jvms:
+        listening = [
+            c.laddr
+            for p in (java, *java.children(recursive=True))
+            for c in p.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
+        assert listening, "the Spark Connect server listens somewhere"
+        assert {a.ip for a in listening} <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
+        classpath = " ".join(java.cmdline()) + " " + java.environ().get("SPARK_DIST_CLASSPATH", "")
+        assert "delta-spark_2.12-3.3.2.jar" in classpath and "spark-connect_2.12-3.5.4.jar" in classpath, classpath
