@@ -58,6 +58,31 @@ def only_run_dir(results: Path) -> Path:
     return runs[0]
 
 
+def assert_valid_run_folder(res: subprocess.CompletedProcess[str], results_dir: Path) -> tuple[Path, dict]:
+    """A run that exited 0 with every checker valid left a folder a re-run
+    and a re-check need, and no secret; checking it again without any
+    engine gives the same verdict. Its folder and results.json."""
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verdict: VALID" in res.stdout
+    run_dir = only_run_dir(results_dir)
+    doc = load_results(run_dir)
+    assert doc["verdict"] == "valid"
+    assert doc["history"]["ok"] > 0
+    assert doc["log"]["latest_version"] >= 1
+    assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
+    spec = json.loads((run_dir / "spec.json").read_text())
+    assert spec["spec"]["seed"] is not None and "delta-jepsen run" in spec["repro"]
+    for f in run_dir.rglob("*"):
+        if f.is_file() and f.suffix in (".json", ".jsonl", ".txt", ".html", ".svg"):
+            assert "delta-jepsen-secret" not in f.read_text(errors="replace"), f
+    assert doc["report"] == "report.html" and (run_dir / "report.html").is_file(), doc.get("report_error")
+    assert (results_dir / "latest").resolve() == run_dir.resolve()
+    again = run_cli("check", str(run_dir))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "verdict: VALID" in again.stdout
+    return run_dir, doc
+
+
 @pytest.fixture
 def results_dir(tmp_path: Path) -> Path:
     d = tmp_path / "results"

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from harness.core.procs import owned_tempdir
-from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
+from tests.conftest import REPO, assert_valid_run_folder, load_results, only_run_dir, run_cli, still_running
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration
         ("delta-rs", "s3", []),
         ("sail", "s3", ["--nodes", "2"]),
         ("sail", "local", ["--nodes", "1"]),
-        ("delta-spark", "local", ["--nodes", "1"]),
+        # delta-spark on a local directory: the register run in
+        # test_workloads_integration, held to the same checks.
         # One JVM on S3 (inside the contract of delta-spark's default S3
         # LogStore) runs in test_external_s3_endpoint_from_the_standard_aws_environment.
         # Two JVMs: coordinated commits, the default where several clusters write.
@@ -51,13 +52,7 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
         "--no-progress",
         *extra,
     )
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "verdict: VALID" in res.stdout
-    run_dir = only_run_dir(results_dir)
-    doc = load_results(run_dir)
-    assert doc["verdict"] == "valid"
-    assert doc["history"]["ok"] > 0
-    assert doc["log"]["latest_version"] >= 1
+    run_dir, doc = assert_valid_run_folder(res, results_dir)
     assert {c["checker"]: c["verdict"] for c in doc["checkers"]} == {
         "log-sanity": "valid",
         "durability": "valid",
@@ -68,7 +63,6 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
         "exception-classes": "valid",
         "liveness": "valid",
     }
-    # The run folder has what a re-run and a re-check need, and no secret.
     spec = json.loads((run_dir / "spec.json").read_text())
     if engine == "delta-spark" and storage == "s3":
         # Two clusters on S3: coordinated commits, named, inside the contract,
@@ -79,16 +73,6 @@ def test_short_run_is_valid(engine: str, storage: str, extra: list[str], results
         assert doc["log"]["coordination"]["state_kept"] is True
         assert doc["log"]["coordination"]["ratified_version"] == doc["log"]["latest_version"]
         assert "coordinated commits" in res.stdout
-    assert spec["spec"]["seed"] is not None and "delta-jepsen run" in spec["repro"]
-    for f in run_dir.rglob("*"):
-        if f.is_file() and f.suffix in (".json", ".jsonl", ".txt", ".html", ".svg"):
-            assert "delta-jepsen-secret" not in f.read_text(errors="replace"), f
-    assert doc["report"] == "report.html" and (run_dir / "report.html").is_file(), doc.get("report_error")
-    assert (results_dir / "latest").resolve() == run_dir.resolve()
-    # Re-checking the stored run without any engine gives the same verdict.
-    again = run_cli("check", str(run_dir))
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "verdict: VALID" in again.stdout
 
 
 def _descendants(pid: int) -> list[int]:

@@ -8,7 +8,7 @@ import pytest
 
 from harness.core.history import ErrorClass, load_history
 from harness.deltalog import read_log
-from tests.conftest import load_results, only_run_dir, run_cli
+from tests.conftest import assert_valid_run_folder, load_results, only_run_dir, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +35,10 @@ def test_register_is_valid_and_feeds_the_serializability_checker(engine: str, st
         str(results_dir),
         "--no-progress",
     )
-    assert res.returncode == 0, res.stdout + res.stderr
-    doc = load_results(only_run_dir(results_dir))
+    # Also delta-spark's short run on a local directory: its folder is held
+    # to what test_run_integration holds the other engines' to.
+    _, doc = assert_valid_run_folder(res, results_dir)
     by_name = {c["checker"]: c for c in doc["checkers"]}
-    assert all(c["verdict"] == "valid" for c in doc["checkers"]), doc["checkers"]
     ser = by_name["serializability"]
     assert ser["stats"]["read_write_transactions"] > 0
     assert ser["stats"]["assumed_isolation_level"]  # the table carried none: the default is recorded
