@@ -44,6 +44,22 @@ def still_running(pids: Iterable[int]) -> list[int]:
     return alive
 
 
+def connect_servers(procs: Iterable[Any]) -> list[Any]:
+    """The Spark Connect server JVMs among `procs` (psutil processes)."""
+    import psutil
+
+    from harness.engines.deltaspark import CONNECT_SERVER
+
+    out = []
+    for p in procs:
+        try:
+            if CONNECT_SERVER in p.cmdline():
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
 def load_results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from harness.core.errors import HarnessError
-from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
+from tests.conftest import REPO, connect_servers, load_results, only_run_dir, run_cli, still_running
 
 NO_ENV = {"DJ_SPARK_REMOTE": ""}  # a remote in the caller's environment must not leak in
 
@@ -175,18 +175,9 @@ def test_the_repro_command_names_the_remote() -> None:
 
 # -- against a real Spark Connect server ------------------------------------------
 
-CONNECT_SERVER = "SparkConnectServer"
-
 
 def _connect_servers(procs) -> set[int]:
-    out = set()
-    for p in procs:
-        try:
-            if any(CONNECT_SERVER in a for a in p.cmdline()):
-                out.add(p.pid)
-        except psutil.Error:
-            pass
-    return out
+    return {p.pid for p in connect_servers(procs)}
 
 
 @pytest.fixture(scope="module")

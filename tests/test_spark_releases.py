@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import REPO, only_run_dir, run_cli
+from tests.conftest import REPO, connect_servers, only_run_dir, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -217,7 +217,7 @@ def test_delta_spark_3_3_replays_a_store_race_and_a_held_commit(tmp_path: Path) 
     with spark_controls(EngineRelease("delta-spark", "3.3.2"), tmp_path / "servers") as controls:
         lost = replay(raced, tmp_path / "raced", controls=controls)
         kept = replay(ordered, tmp_path / "ordered", controls=controls)
-        jvms = _connect_servers()
+        jvms = connect_servers(psutil.Process().children(recursive=True))
         _assert_release_spark_on_loopback_only(jvms)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in jvms), jvms
     assert lost.controlled and lost.reproduced, lost.to_json()
@@ -226,18 +226,6 @@ def test_delta_spark_3_3_replays_a_store_race_and_a_held_commit(tmp_path: Path) 
     assert op_versions(log) == {"setup.2": 1, "0.1": 2, "1.1": 3} and log.commits[3].read_version == 1
     commit = (tmp_path / "ordered" / "table" / "_delta_log" / f"{3:020d}.json").read_text()
     assert '"engineInfo":"Apache-Spark/3.5.4 Delta-Lake/3.3.2"' in commit
-
-
-def _connect_servers() -> list[psutil.Process]:
-    """The Spark Connect JVMs below this process."""
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if any("SparkConnectServer" in a for a in p.cmdline()):
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
 
 
 def _assert_release_spark_on_loopback_only(jvms: list[psutil.Process]) -> None:
