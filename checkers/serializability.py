@@ -87,7 +87,11 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         # rewritten files carry unchanged versions over under the old writer,
         # and so does a deletion-vector update, remove(F) + add(F, DV): the
         # rows its DV deletes are in before_removed only, so deleted.
-        new = [(k, w, p) for k, w, p in added if live_versions[(k, w)] == 0]
+        new = [(k, w, p) for k, w, p in added if live_versions.get((k, w), 0) == 0]
+        # Versions never alive before: a commit's own writes. The others
+        # among its new ones are dropped versions come back (delta-rs 0.8.1
+        # re-adding rows an earlier overwrite had replaced).
+        first_writers = {w for k, w, _ in new if (k, w) not in live_versions}
         added_ids = {(k, w) for k, w, _ in added}
         removed_now = {(k, w) for k, w, _ in before_removed} - added_ids
         for key, w, _ in before_removed:
@@ -99,6 +103,8 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         op_id = commit_op_id(info)
         if op_id is None and len(new_writers) == 1:
             op_id = next(iter(new_writers))
+        elif op_id is None and len(first_writers) == 1:
+            op_id = next(iter(first_writers))
         if op_id is None:
             # No new rows and no op id in the log (e.g. a DELETE by an engine
             # that does not tag commits): whose commit this is stays unknown.

@@ -197,6 +197,16 @@ def test_valid_run_has_nothing_and_a_non_reproducing_anomaly_says_so(tmp_path: P
     outcome = json.loads(folder.joinpath("outcome.json").read_text())
     assert outcome["reproduced_before_shrink"] == 0 and outcome["script"] is None
 
+    # A cycle through a commit no op made (an engine's unasked commit, which
+    # the log names "v<N>") cannot be replayed: the replay of the other party
+    # alone would say "not reproduced" of an anomaly it never held.
+    cycle = {"kind": "G-single", "claim": "C14", "ops": ["v1", appends[0]], "versions": [1], "explanation": "planted"}
+    doc["checkers"][-1]["anomalies"].append(cycle)
+    (run_dir / "results.json").write_text(json.dumps(doc))
+    res = run_cli("reproduce", str(run_dir), "--anomaly", "G-single", "--repeat", "1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "names v1, a commit the log ties to no client op" in res.stderr and "REPRODUCED" not in res.stdout
+
 
 def test_not_a_run_folder_is_bad_input(tmp_path: Path) -> None:
     res = run_cli("reproduce", str(tmp_path / "nowhere"))

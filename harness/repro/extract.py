@@ -205,18 +205,31 @@ def extract(run_dir: str | Path, number: int = 1) -> tuple[Schedule, AnomalyRef,
     names = list(ref.anomaly.get("ops") or [])
     by_version = {v: o for o, v in committed.items()}
     names += [by_version[v] for v in ref.anomaly.get("versions") or [] if v in by_version]
+    # A party that is no op of the history (a commit whose writer the log
+    # does not name, say one an engine made unasked) cannot be replayed, and
+    # a replay of the others alone is not the anomaly.
+    unmade = [n for n in dict.fromkeys(names) if n not in ops and n not in committed]
+    if unmade:
+        raise NothingToReplay(
+            f"anomaly {ref.label()} names {', '.join(unmade)}, a commit the log ties to no client op of the history: "
+            "a replay cannot make it"
+        )
     txns = []
     named = [ops[n] for n in dict.fromkeys(names) if n in ops]
     for op in named:
         txns.append(_txn(op, log, committed, clock, lists, focus_key))
     if txns:
         # The commits a named transaction saw that the earliest snapshot did
-        # not hold (say, the append whose file a later OPTIMIZE compacted):
-        # replayed too, so each snapshot holds what it held in the run. The
-        # shrinker drops those that do not matter.
+        # not hold (say, the append whose file a later OPTIMIZE compacted),
+        # and those that committed between a named transaction's snapshot and
+        # its commit (the race it won or lost): replayed too, so each snapshot
+        # holds what it held in the run and each commit meets what it met.
+        # The shrinker drops those that do not matter.
         base = min(t.read_version for t in txns)
         seen = {t.op_id for t in txns}
-        for v in range(base + 1, max(t.read_version for t in txns) + 1):
+        saw = range(base + 1, max(t.read_version for t in txns) + 1)
+        raced = {v for t in txns if t.commit_version is not None for v in range(t.read_version + 1, t.commit_version)}
+        for v in sorted(raced.union(saw)):
             name = by_version.get(v)
             if name is not None and name not in seen and name in ops and len(txns) < MAX_TXNS:
                 seen.add(name)
