@@ -103,7 +103,11 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
-            start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
+            # Its own process group (a terminal's Ctrl-C is the parent's to handle)
+            # but not its own session: a session is a scheduler autogroup of
+            # its own, where the niceness below would weigh nothing against
+            # the parent's (bench-check 100k: the parent got 0.65 of a core).
+            process_group=0,
         )
         try:  # a whole reply fits in the pipe: one read takes it
             import fcntl
