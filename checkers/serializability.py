@@ -22,6 +22,7 @@ from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import commit_op_id
+from checkers.txn_columns import ColumnsBuilder
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
 from harness.core.history import FAIL, History, Op
@@ -43,8 +44,10 @@ def _default_by_node(history: History) -> dict[str, str]:
     return {node: by_engine[eng] for node, eng in declared.node_engines.items() if by_engine.get(eng) in LEVELS}
 
 
-def extract(history: History, log: TransactionLog) -> TxnHistory:
-    """The committed write transactions of a run, from its log and data."""
+def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | None = None) -> TxnHistory:
+    """The committed write transactions of a run, from its log and data;
+    also added to `columns` as they come, in commit order (while the data
+    files still decode, where the analysis would wait for them all)."""
     ops: dict[str, Op] = {op.id: op for op in history.ops()}
     failed = {op.id for op in ops.values() if op.type == FAIL}
     default = default_isolation(history)
@@ -88,23 +91,22 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
         # and so does a deletion-vector update, remove(F) + add(F, DV): the
         # rows its DV deletes are in before_removed only, so deleted.
         new = [(k, w, p) for k, w, p in added if live_versions.get((k, w), 0) == 0]
-        # Versions never alive before: a commit's own writes. The others
-        # among its new ones are dropped versions come back (delta-rs 0.8.1
-        # re-adding rows an earlier overwrite had replaced).
-        first_writers = {w for k, w, _ in new if (k, w) not in live_versions}
+        op_id = commit_op_id(commit.commit_info or {})
+        if op_id is None:
+            new_writers = {w for _, w, _ in new}
+            if len(new_writers) > 1:
+                # Versions never alive before are a commit's own writes; the
+                # others among its new ones are dropped versions come back
+                # (delta-rs 0.8.1 re-adding rows an earlier overwrite replaced).
+                new_writers = {w for k, w, _ in new if (k, w) not in live_versions}
+            if len(new_writers) == 1:
+                op_id = next(iter(new_writers))
         added_ids = {(k, w) for k, w, _ in added}
         removed_now = {(k, w) for k, w, _ in before_removed} - added_ids
         for key, w, _ in before_removed:
             live_versions[(key, w)] -= 1
         for key, w, _ in added:
             live_versions[(key, w)] += 1
-        info = commit.commit_info or {}
-        new_writers = {w for _, w, _ in new}
-        op_id = commit_op_id(info)
-        if op_id is None and len(new_writers) == 1:
-            op_id = next(iter(new_writers))
-        elif op_id is None and len(first_writers) == 1:
-            op_id = next(iter(first_writers))
         if op_id is None:
             # No new rows and no op id in the log (e.g. a DELETE by an engine
             # that does not tag commits): whose commit this is stays unknown.
@@ -132,7 +134,10 @@ def extract(history: History, log: TransactionLog) -> TxnHistory:
             node = op.invoke.node if op is not None else None
             level = node_default.get(node, default) if node is not None else default
             assumed_levels.add(level)
-        txns.append(Txn(tid, version, read_version, reads, writes, deletes, preds, level, commit.operation or ""))
+        txn = Txn(tid, version, read_version, reads, writes, deletes, preds, level, commit.operation or "")
+        txns.append(txn)
+        if columns is not None:
+            columns.add_txn(txn)
         last_delete.update((d.key, tid) for d in deletes)
     assumed = "/".join(sorted(assumed_levels)) if node_default else default
     return TxnHistory(txns, failed, unknown, assumed if level_assumed else None)
@@ -183,7 +188,8 @@ def _to_anomaly(a: Any, versions: dict[str, int], levels: dict[str, str]) -> Ano
 def check(history: History, log: TransactionLog) -> CheckResult:
     if not log.versions:  # what table_facts(log).latest would say, without replaying for it
         return no_versions(NAME, "the order of transactions")
-    h = extract(history, log)
+    built = ColumnsBuilder()
+    h = extract(history, log, built)
     rw = [t for t in h.txns if t.reads_anything or any(w.prev is not None for w in t.writes) or t.deletes]
     stats: dict[str, Any] = {"transactions": len(h.txns), "read_write_transactions": len(rw)}
     if h.assumed_default_level:
@@ -199,7 +205,7 @@ def check(history: History, log: TransactionLog) -> CheckResult:
             [],
             stats,
         )
-    res: TxnAnalysis = analyze(h)
+    res: TxnAnalysis = analyze(built.finish(h.failed, h.unknown))
     stats.update(res.stats)
     stats["reorderings"] = res.reorderings_total
     versions = {t.id: t.version for t in h.txns}
