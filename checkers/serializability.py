@@ -65,6 +65,10 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
     txns: list[Txn] = []
     unknown: dict[str, str] = {}
     last_delete: dict[Any, str] = {}  # key -> txn that last deleted it, so far in commit order
+    # Row versions whose writer is no op of the history, named after the
+    # commit that brought them in: a replay's setup rows carry the writers
+    # of the run it replays (harness.repro), which were all committed by then.
+    strays: dict[tuple[Any, Any], str] = {}
     for version, commit, adds, removes in log.replay():
         if version == 0 and commit.metadata is not None and not adds:
             continue  # the table's creation
@@ -83,6 +87,9 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
                     attrs.update(zip(keys, attr, strict=False))
             writers = rows.column("writer") or [None] * len(keys)
             prevs = rows.column("prev_writer") or [None] * len(keys)
+            if strays:
+                writers = [strays.get((k, w), w) for k, w in zip(keys, writers, strict=False)]
+                prevs = [strays.get((k, p), p) for k, p in zip(keys, prevs, strict=False)]
             versions = list(zip(keys, writers, prevs, strict=False))
             alive[add["path"]] = versions
             added += versions
@@ -95,29 +102,38 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
         if op_id is None:
             new_writers = {w for _, w, _ in new}
             if len(new_writers) > 1:
+                new_writers = {w for w in new_writers if w in ops} or new_writers
+            if len(new_writers) > 1:
                 # Versions never alive before are a commit's own writes; the
                 # others among its new ones are dropped versions come back
                 # (delta-rs 0.8.1 re-adding rows an earlier overwrite replaced).
                 new_writers = {w for k, w, _ in new if (k, w) not in live_versions}
             if len(new_writers) == 1:
                 op_id = next(iter(new_writers))
+        tid = f"v{version}" if op_id is None else str(op_id)
+        stray = {(k, w) for k, w, _ in new if w is not None and w != tid and w not in ops}
+        if stray:
+            strays.update(dict.fromkeys(stray, tid))
+
+            def named(vs: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+                return [(k, strays.get((k, w), w), p) for k, w, p in vs]
+
+            for add in adds:
+                alive[add["path"]] = named(alive[add["path"]])
+            added, new = named(added), named(new)
         added_ids = {(k, w) for k, w, _ in added}
         removed_now = {(k, w) for k, w, _ in before_removed} - added_ids
         for key, w, _ in before_removed:
             live_versions[(key, w)] -= 1
         for key, w, _ in added:
             live_versions[(key, w)] += 1
-        if op_id is None:
+        if op_id is None and removed_now:
             # No new rows and no op id in the log (e.g. a DELETE by an engine
             # that does not tag commits): whose commit this is stays unknown.
-            tid = f"v{version}"
-            if removed_now:
-                unknown[tid] = (
-                    f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
-                    "and no new row says which op wrote it"
-                )
-        else:
-            tid = str(op_id)
+            unknown[tid] = (
+                f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
+                "and no new row says which op wrote it"
+            )
         new_keys = {k for k, _, _ in new}
         writes = tuple(Write(k, p, attrs.get(k)) for k, _, p in new)
         deletes = tuple(RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys)

@@ -48,3 +48,17 @@ def test_two_first_writers_leave_the_commit_unattributed() -> None:
     third = [_row(0, "setup.2"), _row(1, "2.1", "setup.2"), _row(2, "2.1", "setup.2"), _row(3, "3.1", "setup.2")]
     h = serializability.extract(*_overwrites(third).build())
     assert [t.id for t in h.txns][-1] == "v3"
+
+
+def test_versions_whose_writer_is_no_op_are_the_commits_that_bring_them() -> None:
+    # A replay's setup commit holds the replayed run's rows as they were at
+    # its snapshot: writers of that run (0.1) that are no op of this history.
+    run = KeyedRun()
+    run.op("setup.2", "setup-append", {"rows": 2}, start=2, end=3, process="setup")
+    run.op("3.2", "transfer", {"from": 0, "to": 1}, start=10, end=20, process=3)
+    run.commit_rows([_row(0, "0.1", "setup.2"), _row(1, "setup.2")])
+    run.commit_rows([_row(0, "3.2", "0.1"), _row(1, "3.2", "setup.2")], removes=["f1.parquet"], read_version=1)
+    h = serializability.extract(*run.build())
+    assert [t.id for t in h.txns] == ["setup.2", "3.2"]
+    assert {(w.key, w.prev) for w in h.txns[1].writes} == {(0, "setup.2"), (1, "setup.2")}
+    assert serializability.check(*run.build()).anomalies == []
