@@ -114,13 +114,9 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
         stray = {(k, w) for k, w, _ in new if w is not None and w != tid and w not in ops}
         if stray:
             strays.update(dict.fromkeys(stray, tid))
-
-            def named(vs: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
-                return [(k, strays.get((k, w), w), p) for k, w, p in vs]
-
             for add in adds:
-                alive[add["path"]] = named(alive[add["path"]])
-            added, new = named(added), named(new)
+                alive[add["path"]] = _renamed(alive[add["path"]], strays)
+            added, new = _renamed(added, strays), _renamed(new, strays)
         added_ids = {(k, w) for k, w, _ in added}
         removed_now = {(k, w) for k, w, _ in before_removed} - added_ids
         for key, w, _ in before_removed:
@@ -157,6 +153,12 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
         last_delete.update((d.key, tid) for d in deletes)
     assumed = "/".join(sorted(assumed_levels)) if node_default else default
     return TxnHistory(txns, failed, unknown, assumed if level_assumed else None)
+
+
+def _renamed(versions: list[tuple[Any, Any, Any]], strays: dict[tuple[Any, Any], str]) -> list[tuple[Any, Any, Any]]:
+    """Row versions (key, writer, prev) with each stray writer replaced by
+    the commit that brought its version in."""
+    return [(k, strays.get((k, w), w), p) for k, w, p in versions]
 
 
 def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate, ...]]:
