@@ -88,6 +88,10 @@ def measure_one(run_dir: str, profile: str | None = None) -> dict:
         "check_s": round(elapsed, 2),
         "cpu_s": round(me.ru_utime + me.ru_stime, 2),
         "reader_cpu_s": round(readers.ru_utime + readers.ru_stime, 2),
+        "reader_sys_s": round(readers.ru_stime, 2),
+        # What the page cache did not hold: a long run's files are read from
+        # disk in part or in full, and that decides much of the time.
+        "disk_read_mb": round((me.ru_inblock + readers.ru_inblock) * 512 / 2**20),
         "stage_s": report.stage_s,
         "verdict": report.verdict.value,
         "checkers": {r.checker: r.verdict.value for r in report.results},
@@ -156,7 +160,9 @@ def bench_check(
             print("    stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in m["stage_s"].items()))
             print(
                 f"    CPU: {m['cpu_s']:.1f} s in the checking process, {m['reader_cpu_s']:.1f} s in its reader "
-                f"processes ({(m['cpu_s'] + m['reader_cpu_s']) / m['check_s']:.2f} cores busy on average)"
+                f"processes ({m['reader_sys_s']:.1f} s of it in the kernel; "
+                f"{(m['cpu_s'] + m['reader_cpu_s']) / m['check_s']:.2f} cores busy on average); "
+                f"{m['disk_read_mb']:,} MB read from disk, the rest from the page cache"
             )
     finally:
         if not keep_dir:
