@@ -430,6 +430,55 @@ def test_checkpoints_compared_by_workers_find_what_the_plain_comparison_finds(
     assert sorted(counted) == plain.checkpoint_versions  # the cut one is known unreadable: not among them
     assert 130 not in counted and len(counted) > 20
     assert [p.to_json() for p in log.problems] == [p.to_json() for p in plain.problems]
+    # The checking thread, never finding the first batch done, compares
+    # every batch but the first itself, from the last one down (here with
+    # no worker to take them from, so that it surely does): the same
+    # problems.
+    monkeypatch.setattr(_pool, "_process_pool", _no_pool)
+    monkeypatch.setattr(_pool._BatchStream, "front_ready", lambda self: False)
+    taken: list[tuple[int, int]] = []
+    take_last = _pool._BatchStream.take_last
+
+    def taking(self: _pool._BatchStream) -> tuple[int, int] | None:
+        got = take_last(self)
+        if got is not None:
+            taken.append(got)
+        return got
+
+    monkeypatch.setattr(_pool._BatchStream, "take_last", taking)
+    stolen = read_log(str(run / "table"))
+    assert [p.to_json() for p in stolen.check_checkpoints()] == want
+    assert [p.to_json() for p in stolen.problems] == [p.to_json() for p in plain.problems]
+    batch = _pool._PARALLEL_BATCH_CHECKPOINTS
+    assert [s for s, _ in taken] == list(range(batch, len(plain.checkpoint_versions), batch))[::-1]
+
+
+def _no_pool() -> _pool._ReadPool:
+    raise RuntimeError("no reader processes here")
+
+
+def test_a_withdrawn_task_fails_and_the_worker_goes_on(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_run(run, 40, seed=2, checkpoint_interval=0)
+    root = str(run / "table")
+    items = [(v, f"_delta_log/{v:020d}.json") for v in range(40)]
+    worker = _pool._Worker()
+    try:
+        first = worker.submit("commits", root, items)
+        second = worker.submit("commits", root, items)
+        second.withdraw()
+        third = worker.submit("commits", root, items)
+        for task in (first, second, third):
+            assert task.done.wait(30)
+        assert second.result() is None
+
+        def datas(task: _pool._WorkerTask) -> list[bytes | None]:
+            return [None if p is None else p.data for p in task.result()]
+
+        assert datas(first) == datas(third) and len(datas(third)) == 40
+        assert sum(d is not None for d in datas(third)) >= 30
+    finally:
+        worker.stop()
 
 
 def _json_loads(text: str | bytes) -> tuple[str, object]:

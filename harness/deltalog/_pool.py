@@ -64,12 +64,14 @@ _PARALLEL_WORKERS = max(2, min(8, os.cpu_count() or 1))
 
 
 class _WorkerTask:
-    __slots__ = ("done", "value", "abandoned")
+    __slots__ = ("done", "value", "abandoned", "worker", "tid")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.value: Any = None
         self.abandoned = False
+        self.worker: _Worker | None = None
+        self.tid = 0
 
     def result(self) -> Any:
         """The task's return value; None if the worker failed or died."""
@@ -80,11 +82,20 @@ class _WorkerTask:
         self.abandoned = True  # its reply is read and dropped
         self.value = None
 
+    def withdraw(self) -> None:
+        """Cancel it, and have the worker skip it if it has not begun it
+        (the caller does the work itself)."""
+        self.cancel()
+        if self.worker is not None and not self.done.is_set():
+            self.worker.withdraw(self.tid)
+
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl
 # Worker-side priority: a JSON commit's bytes are waited for now, a data
 # file is decoded ahead of need, a checkpoint is compared last of all.
 _PRIORITY = {"commits": 0, "parquet": 1, "checkpoints": 2}
+# A request naming a task the parent now does itself: skipped if not begun.
+_WITHDRAW = "withdraw"
 
 
 class _Worker:
@@ -136,12 +147,19 @@ class _Worker:
         with self.lock:
             if self.alive:
                 self.seq += 1
+                task.worker, task.tid = self, self.seq
                 data = pickle.dumps((self.seq, fn, root, items), protocol=pickle.HIGHEST_PROTOCOL)
                 self.outstanding[self.seq] = task
                 self.frames.put(len(data).to_bytes(8, "little") + data)
                 return task
         task.done.set()  # failed: the caller does it the ordinary way
         return task
+
+    def withdraw(self, tid: int) -> None:
+        data = pickle.dumps((0, _WITHDRAW, "", tid), protocol=pickle.HIGHEST_PROTOCOL)
+        with self.lock:
+            if self.alive:
+                self.frames.put(len(data).to_bytes(8, "little") + data)
 
     def _writes(self) -> None:
         # The worker takes requests off its pipe only between decodes: a
@@ -266,6 +284,7 @@ def _worker_main(parent: int) -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     requests: queue.PriorityQueue = queue.PriorityQueue()
     end = (-1, 0, None)  # stdin closed: nobody wants what is still queued
+    withdrawn: set[int] = set()
 
     def drain() -> None:  # keep stdin empty, so the parent's writes never block
         try:
@@ -274,6 +293,9 @@ def _worker_main(parent: int) -> None:
                 if len(head) < 8:
                     break
                 tid, fn, root, items = pickle.loads(inp.read(int.from_bytes(head, "little")))
+                if fn == _WITHDRAW:
+                    withdrawn.add(items)
+                    continue
                 requests.put((_PRIORITY.get(fn, 1), tid, (fn, root, items)))
         except Exception:  # noqa: BLE001 - a broken request stream ends the worker
             pass
@@ -291,6 +313,9 @@ def _worker_main(parent: int) -> None:
             return
         try:
             fn, root, items = req
+            if tid in withdrawn:
+                withdrawn.discard(tid)
+                raise LookupError("withdrawn: the parent does it")  # replied to as failed, and dropped there
             data = pickle.dumps((tid, funcs[fn](root, items)), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001 - the parent does the batch itself
             data = pickle.dumps((tid, None), protocol=pickle.HIGHEST_PROTOCOL)
@@ -536,6 +561,26 @@ class _BatchStream:
         result = task.result() if task is not None else None
         self._submit()
         return start, n, result
+
+    def front_ready(self) -> bool:
+        """Whether next() would return without waiting for a worker."""
+        self._submit()
+        return not self.tasks or self.tasks[0][2] is None or self.tasks[0][2].done.is_set()
+
+    def take_last(self) -> tuple[int, int] | None:
+        """(first item, items) of the last batch, withdrawn from its worker
+        for the caller to do itself: while it waits for the first batch,
+        the caller works from the other end. None when one batch or none
+        is left, or the last is done already."""
+        if not self.complete or self.submitted < len(self.items) or len(self.tasks) < 2:
+            return None
+        start, n, task = self.tasks[-1]
+        if task is not None and task.done.is_set():
+            return None
+        self.tasks.pop()
+        if task is not None:
+            task.withdraw()
+        return start, n
 
     def close(self) -> None:
         for _, _, task in self.tasks:
