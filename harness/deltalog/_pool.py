@@ -101,9 +101,10 @@ _WITHDRAW = "withdraw"
 class _Worker:
     """One reader process (``python -m harness.deltalog``): pickled
     (task id, function name, root, items) requests in, pickled (task id,
-    reply) out, each frame length-prefixed. The process serves JSON reads
-    before data files; a thread here takes replies off the pipe as they
-    come, so the process never waits for this one to ask."""
+    reply) out, each frame length-prefixed; a request (0, "withdraw", "",
+    task id) asks it to fail that task unstarted. The process serves JSON
+    reads before data files; a thread here takes replies off the pipe as
+    they come, so the process never waits for this one to ask."""
 
     def __init__(self) -> None:
         pkg_root = str(Path(__file__).resolve().parents[2])
