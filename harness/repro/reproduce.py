@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.core.procs import die_with_parent
 from harness.engines import ENGINE_NAMES
 from harness.engines.envs import ensure
 from harness.engines.releases import env_request, parse_engine_release
@@ -195,6 +196,7 @@ def run_script(script: Path, python: str | None = None) -> dict[str, Any]:
             text=True,
             timeout=SCRIPT_TIMEOUT_S,
             cwd=script.parent,
+            preexec_fn=die_with_parent,  # no orphan script if the harness is killed
         )
     except subprocess.TimeoutExpired:
         return {"exit_code": None, "output": f"timed out after {SCRIPT_TIMEOUT_S:.0f} s", "seconds": SCRIPT_TIMEOUT_S}

@@ -127,6 +127,7 @@ def sail_pair_script(
             '"""',
             "",
             "import collections",
+            "import os",
             "import sys",
             "import tempfile",
             "import threading",
@@ -189,7 +190,8 @@ def sail_pair_script(
             "            create(spark, 'concurrent', f'{tmp}/concurrent')",
             "            outcome = {}",
             "            args = (spark, LOSER_SLOW_SQL, 'concurrent', outcome, LOSER)",
-            "            loser = threading.Thread(target=attempt, args=args)",
+            "            # A daemon: a loser still waiting on the server when it stops must not hold the exit.",
+            "            loser = threading.Thread(target=attempt, args=args, daemon=True)",
             "            loser.start()",
             "            time.sleep(HEAD_START_S)  # the loser has read the table and is computing",
             "            attempt(spark, WINNER_SQL, 'concurrent', outcome, WINNER)",
@@ -226,7 +228,9 @@ def sail_pair_script(
             "",
             "",
             "if __name__ == '__main__':",
-            "    sys.exit(main())",
+            "    code = main()",
+            "    sys.stdout.flush()",
+            "    os._exit(code)  # a client thread still waiting on the stopped server must not hold the exit",
             "",
         ]
     )
