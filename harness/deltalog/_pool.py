@@ -24,6 +24,7 @@ from harness.core.procs import HELPER_NICE, die_with_parent
 from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
 from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
+from harness.deltalog.readahead import _opened_ahead, _take
 from harness.deltalog.schema import _read_parquet
 
 # A long run's table is 100k+ small files: JSON commits and parquet data
@@ -314,10 +315,12 @@ def _worker_main(parent: int) -> None:
             return
         try:
             fn, root, items = req
-            if tid in withdrawn:
+            if tid in withdrawn:  # the parent does it: replied to as failed, and dropped there
                 withdrawn.discard(tid)
-                raise LookupError("withdrawn: the parent does it")  # replied to as failed, and dropped there
-            data = pickle.dumps((tid, funcs[fn](root, items)), protocol=pickle.HIGHEST_PROTOCOL)
+                result = None
+            else:
+                result = funcs[fn](root, items)
+            data = pickle.dumps((tid, result), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:  # noqa: BLE001 - the parent does the batch itself
             data = pickle.dumps((tid, None), protocol=pickle.HIGHEST_PROTOCOL)
         out.write(len(data).to_bytes(8, "little") + data)
@@ -360,47 +363,6 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out
-
-
-def _read_fd(fd: int) -> bytes:
-    # os.read: a file object's setup costs more than reading a small data file.
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _opened_ahead(names: list[str | None]) -> list[int | Exception | None]:
-    """The files of a batch opened, each with the kernel asked to read it
-    in now: when the page cache does not hold a long run's files, the disk
-    then reads a batch's files at once instead of one after another."""
-    out: list[int | Exception | None] = []
-    for name in names:
-        if name is None:
-            out.append(None)
-            continue
-        try:
-            fd = os.open(name, os.O_RDONLY)
-        except Exception as e:  # noqa: BLE001 - e.g. a name with a NUL: raised when the file is taken
-            out.append(e)
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-        except (OSError, AttributeError):
-            pass
-        out.append(fd)
-    return out
-
-
-def _take(fd: int | Exception | None) -> bytes:
-    if isinstance(fd, Exception):
-        raise fd
-    if fd is None:
-        raise ValueError("not a local path")
-    return _read_fd(fd)
 
 
 def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int, int] | None], list[Any]]:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
 from harness.deltalog.names import _SCHEME_RE, LOG_DIR
+from harness.deltalog.readahead import _opened_ahead, _take
 from harness.deltalog.schema import _THREADED_READ_BYTES
 from harness.deltalog.store import _Store
 
@@ -194,26 +195,13 @@ def _pool_compare(root: str, items: list[_CompareItem]) -> list[list[LogProblem]
     replay, as check_checkpoints does; None for one it cannot read (the
     parent then compares that one itself)."""
 
-    # The task's checkpoints opened first, each with the kernel asked to read
-    # it in: a long run's checkpoints are mostly not in the page cache, and
-    # the disk then reads them at once while the first is compared.
-    opened: dict[str, int] = {}
-    for item in items:
-        for rel in item[1]:
-            try:
-                fd = os.open(os.path.join(root, rel), os.O_RDONLY)
-            except OSError:
-                continue  # read() below raises, and the parent compares it
-            opened[rel] = fd
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-            except (OSError, AttributeError):
-                pass
+    # A long run's checkpoints are mostly not in the page cache: the disk
+    # reads a task's at once while the first is compared.
+    names = [rel for item in items for rel in item[1]]
+    opened = dict(zip(names, _opened_ahead([os.path.join(root, rel) for rel in names]), strict=True))
 
     def read(rel: str) -> bytes:
-        fd = opened.pop(rel, None)
-        with open(os.path.join(root, rel) if fd is None else fd, "rb") as fh:
-            return fh.read()
+        return _take(opened.pop(rel))  # an open that failed raises here: the parent compares that one
 
     live: set[str] = set()
     out: list[list[LogProblem] | None] = []
@@ -227,7 +215,8 @@ def _pool_compare(root: str, items: list[_CompareItem]) -> list[list[LogProblem]
             out.append(None if got is None else checkpoint_problems(version, got[0], got[1], live, meta, proto))
     finally:
         for fd in opened.values():
-            os.close(fd)
+            if isinstance(fd, int):
+                os.close(fd)
     return out
 
 
