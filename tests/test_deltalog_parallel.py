@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -332,6 +333,29 @@ def test_json_fast_path_is_json_loads_per_line(pieces: list[bytes]) -> None:
     except ValueError as e:
         got = ("error", str(e))
     assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINE_PIECES, max_size=12))
+def test_a_commit_a_worker_parsed_is_parsed_again_as_json_would(pieces: list[bytes]) -> None:
+    """The parent parses a worker's commit again without looking for long
+    ints when the worker's orjson parse succeeded: it gets what json gives."""
+    data = b"".join(pieces)
+    with tempfile.TemporaryDirectory() as root:
+        Path(root, "c.json").write_bytes(data)
+        (parsed,) = _pool._pool_read_commits(root, [(1, "c.json")])
+    if parsed is None:
+        return  # the parent reads and judges it the ordinary way
+    assert parsed.actions() == actions._parse_lines(data)
+    assert parsed.orjson == (actions._parse_orjson(data) is not None)
+
+
+def test_a_long_int_in_a_commit_a_worker_parsed_stays_an_int(tmp_path: Path) -> None:
+    data = b'{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}\n'
+    (tmp_path / "c.json").write_bytes(data)
+    (parsed,) = _pool._pool_read_commits(str(tmp_path), [(1, "c.json")])
+    assert parsed is not None and not parsed.orjson
+    assert parsed.actions() == [{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}]
 
 
 def test_commit_action_index_is_a_view() -> None:

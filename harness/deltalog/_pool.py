@@ -21,7 +21,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from harness.core.procs import HELPER_NICE, die_with_parent
-from harness.deltalog.actions import LogProblem, _check_actions, parse_commit_bytes
+from harness.deltalog.actions import LogProblem, _check_actions, _parse_orjson, parse_commit_bytes
 from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
 from harness.deltalog.readahead import _opened_ahead, _take
@@ -339,17 +339,24 @@ def _local_file(root: str, path: str) -> str | None:
 
 class _Parsed:
     """A commit a worker process read, parsed and validated: its bytes (they
-    cost less to send and parse again than its actions cost to send) and
-    the problems _check_actions found (only commits with no fatal error)."""
+    cost less to send and parse again than its actions cost to send), the
+    problems _check_actions found (only commits with no fatal error), and
+    whether orjson parsed it (then it has no int orjson may misread, and
+    the parent need not look for one again)."""
 
-    __slots__ = ("data", "problems")
+    __slots__ = ("data", "problems", "orjson")
 
-    def __init__(self, data: bytes, problems: list[LogProblem]) -> None:
+    def __init__(self, data: bytes, problems: list[LogProblem], orjson: bool = False) -> None:
         self.data = data
         self.problems = problems
+        self.orjson = orjson
 
     def __reduce__(self) -> tuple:
-        return (_Parsed, (self.data, self.problems))
+        return (_Parsed, (self.data, self.problems, self.orjson))
+
+    def actions(self) -> list[dict]:
+        got = _parse_orjson(self.data, digits_checked=True) if self.orjson else None
+        return got if got is not None else parse_commit_bytes(self.data)
 
 
 def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed | None]:
@@ -358,8 +365,10 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
     for (version, _rel), fd in zip(items, fds, strict=True):
         try:
             data = _take(fd)
-            err, problems = _check_actions(version, parse_commit_bytes(data))
-            out.append(None if err else _Parsed(data, problems))
+            actions = _parse_orjson(data)
+            fast = actions is not None
+            err, problems = _check_actions(version, actions if fast else parse_commit_bytes(data))
+            out.append(None if err else _Parsed(data, problems, fast))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out

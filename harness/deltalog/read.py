@@ -107,7 +107,7 @@ def _parse_bodies(
     a worker process made of it (_Parsed)."""
     for v, body in bodies:
         if isinstance(body, _Parsed):
-            log._add_commit(v, parse_commit_bytes(body.data), body.problems)
+            log._add_commit(v, body.actions(), body.problems)
             if added is not None and v in log.commits:
                 added(log.commits[v])
             continue
