@@ -97,7 +97,9 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
         # rewritten files carry unchanged versions over under the old writer,
         # and so does a deletion-vector update, remove(F) + add(F, DV): the
         # rows its DV deletes are in before_removed only, so deleted.
-        new = [(k, w, p) for k, w, p in added if live_versions.get((k, w), 0) == 0]
+        # Each row version's (key, writer) built once: a long log has millions.
+        added_ids = [(k, w) for k, w, _ in added]
+        new = [r for r, kw in zip(added, added_ids, strict=True) if not live_versions.get(kw)]
         op_id = commit_op_id(commit.commit_info or {})
         if op_id is None:
             new_writers = {w for _, w, _ in new}
@@ -117,12 +119,13 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
             for add in adds:
                 alive[add["path"]] = _renamed(alive[add["path"]], strays)
             added, new = _renamed(added, strays), _renamed(new, strays)
-        added_ids = {(k, w) for k, w, _ in added}
-        removed_now = {(k, w) for k, w, _ in before_removed} - added_ids
-        for key, w, _ in before_removed:
-            live_versions[(key, w)] -= 1
-        for key, w, _ in added:
-            live_versions[(key, w)] += 1
+            added_ids = [(k, w) for k, w, _ in added]
+        removed_ids = [(k, w) for k, w, _ in before_removed]
+        removed_now = set(removed_ids).difference(added_ids)
+        for kw in removed_ids:
+            live_versions[kw] -= 1
+        for kw in added_ids:
+            live_versions[kw] += 1
         if op_id is None and removed_now:
             # No new rows and no op id in the log (e.g. a DELETE by an engine
             # that does not tag commits): whose commit this is stays unknown.

@@ -443,14 +443,15 @@ class _Rows:
 
     __slots__ = ("schema", "_cols", "_offset", "num_rows")
 
-    def __init__(self, schema: pa.Schema, cols: list[list[Any]], offset: int, num_rows: int) -> None:
+    def __init__(self, schema: pa.Schema, cols: dict[str, list[Any]], offset: int, num_rows: int) -> None:
+        """`cols`: the batch's columns by name (its names are unique: _list_safe)."""
         self.schema, self._cols, self._offset, self.num_rows = schema, cols, offset, num_rows
 
     def column(self, name: str) -> list[Any] | None:
         """The column's values (a list of the caller's own); None when the
         file has no such column."""
-        i = self.schema.get_field_index(name)
-        return None if i < 0 else self._cols[i][self._offset : self._offset + self.num_rows]
+        col = self._cols.get(name)
+        return None if col is None else col[self._offset : self._offset + self.num_rows]
 
     def table(self) -> pa.Table:
         return pa.Table.from_arrays(
@@ -463,7 +464,8 @@ def _unpack_parquet(result: tuple[list, list[Any]], n: int) -> list[pa.Table | _
     tables: list[Any] = []
     for p in payloads:
         if isinstance(p, tuple):
-            tables.append(p)
+            # By name once per batch: a checker asks a few columns of every file.
+            tables.append((p[0], dict(zip(p[0].names, p[1], strict=True))))
         else:
             tables.append(pa.ipc.open_stream(pa.py_buffer(p)).read_all() if p else None)
     out: list[pa.Table | _Rows | None] = []
