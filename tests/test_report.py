@@ -6,8 +6,10 @@ both pages in a real browser: no errors, nothing fetched, every plot drawn."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import sys
 import tarfile
 import time
 import xml.etree.ElementTree as ET
@@ -219,9 +221,10 @@ def _without_timing(html: str) -> str:
 
 @pytest.mark.parametrize("anomalous", [False, True])
 def test_plots_drawn_while_the_checkers_run_make_the_same_page(tmp_path: Path, anomalous: bool) -> None:
-    """check_run has the history's plots drawn on a thread while the
-    checkers run: the page is the one render_report draws by itself, with
-    an anomaly's ops outlined or without, and the thread is done."""
+    """check_run has the history's plots drawn while the checkers run (on
+    Linux in a forked process, which is gone once they are in): the page
+    is the one render_report draws by itself, with an anomaly's ops
+    outlined or without."""
     history = _history_with_a_fault().history()
     anomalies = [Anomaly("stale-read", "C12", "read 1.2 was stale", ops=["1.2"], versions=[1])] if anomalous else []
     results = [CheckResult("read-validity", Verdict.INVALID if anomalous else Verdict.VALID, "x", anomalies)]
@@ -230,7 +233,10 @@ def test_plots_drawn_while_the_checkers_run_make_the_same_page(tmp_path: Path, a
     drawn = HistoryPlots(history)
     assert _without_timing(render_report(tmp_path, **kwargs, drawn=drawn)) == _without_timing(plain)
     assert ('id="tl-anomaly"' in plain) is anomalous
-    assert not drawn._thread.is_alive()
+    if sys.platform.startswith("linux"):
+        assert drawn._pid is not None
+        with pytest.raises(ChildProcessError):
+            os.waitpid(drawn._pid, os.WNOHANG)  # reaped: no zombie, no orphan
 
 
 # -- pages of run folders -----------------------------------------------------------
