@@ -93,7 +93,7 @@ class Fault:
 
 
 def spans_of(history: History) -> list[Span]:
-    out = []
+    out: list[Span] = []
     append = out.append
     for op in history.client_ops():
         # The events' fields read once each, not through Op's properties
