@@ -54,16 +54,26 @@ class Report:
 
 def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
     ops = history.client_ops()
-    counts = Counter(op.type for op in ops)
-    classes = Counter(op.error.cls.value for op in ops if op.error is not None)
+    # One pass: a long run has millions of ops, and this runs after the
+    # checkers, with nothing else left to overlap it.
+    counts: Counter[str] = Counter()
+    fs: Counter[str] = Counter()
+    classes: Counter[str] = Counter()
     by_f: dict[str, Counter] = {}
-    for op in ops:
-        if op.error is not None:
-            by_f.setdefault(op.f, Counter())[op.error.cls.value] += 1
     # Conflict rate: of the ops that commit (everything but reads), the share
     # that failed because of a concurrent commit (E1-E6 or unclassified).
-    writes = [op for op in ops if op.f != "read"]
-    conflicts = sum(1 for op in writes if op.error is not None and op.error.cls.is_conflict)
+    writes = conflicts = 0
+    for op in ops:
+        f, err = op.f, op.error
+        counts[op.type] += 1
+        fs[f] += 1
+        if f != "read":
+            writes += 1
+        if err is not None:
+            classes[err.cls.value] += 1
+            by_f.setdefault(f, Counter())[err.cls.value] += 1
+            if f != "read" and err.cls.is_conflict:
+                conflicts += 1
     elapsed = run.get("elapsed")
     if not elapsed and history.events:
         elapsed = (history.events[-1].time - history.events[0].time) / 1e9
@@ -75,12 +85,12 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
         "ok": counts["ok"],
         "fail": counts["fail"],
         "info": counts["info"],
-        "by_f": dict(Counter(op.f for op in ops)),
+        "by_f": dict(fs),
         "error_classes": dict(classes),
         "error_classes_by_f": {f: dict(c) for f, c in sorted(by_f.items())},
-        "write_ops": len(writes),
+        "write_ops": writes,
         "conflicts": conflicts,
-        "conflict_rate": round(conflicts / len(writes), 4) if writes else None,
+        "conflict_rate": round(conflicts / writes, 4) if writes else None,
         "elapsed_s": round(elapsed or 0.0, 3),
         "ops_per_s": round(done / elapsed, 2) if elapsed else None,
         "truncated": history.truncated,
