@@ -63,6 +63,7 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
     # Conflict rate: of the ops that commit (everything but reads), the share
     # that failed because of a concurrent commit (E1-E6 or unclassified).
     writes = conflicts = 0
+    faults = []  # ops the harness did not run as the workload says
     for op in ops:
         f, err = op.f, op.error
         counts[op.type] += 1
@@ -74,6 +75,8 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
             by_f.setdefault(f, Counter())[err.cls.value] += 1
             if f != "read" and err.cls.is_conflict:
                 conflicts += 1
+            if err.cls is ErrorClass.HARNESS_FAULT:
+                faults.append({"op": op.id, "f": f, "process": op.process, "error": err.raw})
     elapsed = run.get("elapsed")
     if not elapsed and history.events:
         elapsed = (history.events[-1].time - history.events[0].time) / 1e9
@@ -95,6 +98,7 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
         "ops_per_s": round(done / elapsed, 2) if elapsed else None,
         "truncated": history.truncated,
         "problems": [f"line {n}: {why}" for n, why in history.problems],
+        "harness_faults": faults,
     }
 
 
@@ -220,11 +224,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
         verdict = Verdict.UNKNOWN  # lines we could not read may hold anything
-    faults = [op for op in history.client_ops() if op.error is not None and op.error.cls is ErrorClass.HARNESS_FAULT]
-    if faults and verdict is Verdict.VALID:
-        verdict = Verdict.UNKNOWN  # the harness did not run those ops as the workload says
     hstats = _history_stats(history, run)
-    hstats["harness_faults"] = [{"op": op.id, "f": op.f, "process": op.process, "error": op.error.raw} for op in faults]
+    if hstats["harness_faults"] and verdict is Verdict.VALID:
+        verdict = Verdict.UNKNOWN  # the harness did not run those ops as the workload says
     doc = {
         "verdict": verdict.value,
         "run": run,
