@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -356,6 +357,59 @@ def test_a_long_int_in_a_commit_a_worker_parsed_stays_an_int(tmp_path: Path) -> 
     (parsed,) = _pool._pool_read_commits(str(tmp_path), [(1, "c.json")])
     assert parsed is not None and not parsed.orjson
     assert parsed.actions() == [{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}]
+
+
+_FILE_ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "commitInfo"]),
+        st.sampled_from(["p", "q", "r"]),
+        st.one_of(
+            st.none(),
+            st.just("junk"),
+            st.builds(
+                lambda d, off: {"storageType": "u", "pathOrInlineDv": d, "offset": off},
+                st.sampled_from(["x", "y"]),
+                st.sampled_from([None, 1]),
+            ),
+        ),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_FILE_ACTIONS, st.booleans()), max_size=12))
+def test_live_paths_follow_the_replay(commits: list[tuple[list[tuple[str, str, Any]], bool]]) -> None:
+    """_LivePaths (what the checkpoint comparisons are given) against its
+    definition: the paths of the live (path, deletion vector) keys, in file
+    order, and what entered and left between two asks."""
+    from harness.deltalog.actions import _file_key
+    from harness.deltalog.log import _LivePaths
+
+    live_paths = _LivePaths()
+    keys: set[tuple[str, Any]] = set()
+    asked: set[str] = set()
+    for v, (acts, ask) in enumerate(commits):
+        actions: list[dict] = []
+        for kind, path, dv in acts:
+            if kind == "commitInfo":
+                actions.append({"commitInfo": {}})
+                continue
+            inner: dict[str, Any] = {"path": path}
+            if dv is not None:
+                inner["deletionVector"] = dv
+            actions.append({kind: inner})
+            if kind == "add":
+                keys.add(_file_key(inner))
+            else:
+                keys.discard(_file_key(inner))
+        live_paths.apply(Commit(v, actions))
+        now = {p for p, _ in keys}
+        assert set(live_paths.count) == now
+        if ask:
+            entered, left = live_paths.changes()
+            assert (set(entered), set(left)) == (now - asked, asked - now)
+            asked = now
 
 
 def test_commit_action_index_is_a_view() -> None:

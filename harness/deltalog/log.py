@@ -68,28 +68,33 @@ class _LivePaths:
         self.changed: dict[str, bool] = {}  # path -> live now, for paths that entered or left since changes()
 
     def apply(self, commit: Commit) -> None:
+        # Called for every action of a long log: the usual file action (no
+        # deletion vector) keyed without a call, `changed` updated in place.
+        keys, count, changed = self.keys, self.count, self.changed
         for kind, inner in commit.in_order():
             if kind == "add":
-                key = _file_key(inner)
-                if key not in self.keys:
-                    self.keys.add(key)
-                    n = self.count[key[0]] = self.count.get(key[0], 0) + 1
+                path = inner["path"]
+                key = (path, None) if inner.get("deletionVector") is None else _file_key(inner)
+                if key not in keys:
+                    keys.add(key)
+                    n = count[path] = count.get(path, 0) + 1
                     if n == 1:
-                        self._flip(key[0], True)
+                        if changed.get(path, True) is not True:
+                            del changed[path]  # left and entered again
+                        else:
+                            changed[path] = True
             elif kind == "remove":
-                key = _file_key(inner)
-                if key in self.keys:
-                    self.keys.remove(key)
-                    n = self.count[key[0]] = self.count[key[0]] - 1
+                path = inner["path"]
+                key = (path, None) if inner.get("deletionVector") is None else _file_key(inner)
+                if key in keys:
+                    keys.remove(key)
+                    n = count[path] = count[path] - 1
                     if n == 0:
-                        del self.count[key[0]]
-                        self._flip(key[0], False)
-
-    def _flip(self, path: str, live: bool) -> None:
-        if self.changed.get(path, live) != live:
-            del self.changed[path]  # entered and left (or left and entered) again
-        else:
-            self.changed[path] = live
+                        del count[path]
+                        if changed.get(path, False) is not False:
+                            del changed[path]  # entered and left again
+                        else:
+                            changed[path] = False
 
     def changes(self) -> tuple[list[str], list[str]]:
         """(paths that entered, paths that left) since the last call."""
