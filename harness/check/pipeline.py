@@ -66,16 +66,16 @@ def _history_stats(history: History, run: dict[str, Any]) -> dict[str, Any]:
     faults = []  # ops the harness did not run as the workload says
     for op in ops:
         f, err = op.f, op.error
+        write = f != "read"
         counts[op.type] += 1
         fs[f] += 1
-        if f != "read":
-            writes += 1
+        writes += write
         if err is not None:
-            classes[err.cls.value] += 1
-            by_f.setdefault(f, Counter())[err.cls.value] += 1
-            if f != "read" and err.cls.is_conflict:
-                conflicts += 1
-            if err.cls is ErrorClass.HARNESS_FAULT:
+            cls = err.cls
+            classes[cls.value] += 1
+            by_f.setdefault(f, Counter())[cls.value] += 1
+            conflicts += write and cls.is_conflict
+            if cls is ErrorClass.HARNESS_FAULT:
                 faults.append({"op": op.id, "f": f, "process": op.process, "error": err.raw})
     elapsed = run.get("elapsed")
     if not elapsed and history.events:

@@ -21,7 +21,13 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from harness.core.procs import HELPER_NICE, die_with_parent
-from harness.deltalog.actions import LogProblem, _check_actions, _parse_orjson, parse_commit_bytes
+from harness.deltalog.actions import (
+    LogProblem,
+    _check_actions,
+    _parse_orjson,
+    parse_commit_bytes,
+    parse_commit_bytes_by,
+)
 from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
 from harness.deltalog.readahead import _opened_ahead, _take
@@ -365,9 +371,8 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
     for (version, _rel), fd in zip(items, fds, strict=True):
         try:
             data = _take(fd)
-            actions = _parse_orjson(data)
-            fast = actions is not None
-            err, problems = _check_actions(version, actions if fast else parse_commit_bytes(data))
+            actions, fast = parse_commit_bytes_by(data)
+            err, problems = _check_actions(version, actions)
             out.append(None if err else _Parsed(data, problems, fast))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)

@@ -267,10 +267,17 @@ def parse_commit_bytes(data: bytes) -> list[dict]:
     Splits on b"\\n" only: str.splitlines would also split on U+2028 etc.,
     which serde_json (delta-rs) writes unescaped inside strings.
     """
+    return parse_commit_bytes_by(data)[0]
+
+
+def parse_commit_bytes_by(data: bytes) -> tuple[list[dict], bool]:
+    """parse_commit_bytes, and whether orjson parsed it (then the bytes hold
+    no int orjson may misread: _parse_orjson need not look again)."""
     actions = _parse_orjson(data)
-    if actions is None:
-        actions = _parse_utf8_lines(data)
-    return actions if actions is not None else _parse_lines(data)
+    if actions is not None:
+        return actions, True
+    actions = _parse_utf8_lines(data)
+    return (actions if actions is not None else _parse_lines(data)), False
 
 
 def _parse_orjson(data: bytes, digits_checked: bool = False) -> list[Any] | None:
