@@ -18,6 +18,7 @@ import pytest
 from harness.check.junit import report_suite
 from harness.check.pipeline import check_run
 from harness.core.contract import LOST_COMMIT_KINDS, breaches, outside_contract_text
+from harness.run.plan import RunSpec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "two-jvm-single-driver.tar.gz"
 
@@ -42,7 +43,13 @@ def _spec(**kw: object) -> dict:
         (_spec(log_store="single-driver"), True),
         (_spec(log_store="default"), True),  # the name stored runs give it
         (_spec(log_store="single-driver", nodes=1), False),  # one driver: its contract
-        (_spec(log_store="single-driver", storage="local"), False),
+        # HDFSLogStore on a local directory: Hadoop's check and rename are two
+        # steps, so one JVM only, alone.
+        (_spec(storage="local"), True),
+        (_spec(storage="local", nodes=1), False),
+        (_spec(engine="delta-spark,delta-rs", storage="local", nodes=1), True),
+        (_spec(engine="delta-rs,sail", storage="local"), False),  # both create-if-absent
+        (_spec(engine="sail", storage="local", nodes=3), False),
         (_spec(engine="delta-rs", log_store="single-driver"), False),  # no delta-spark cluster at all
         (_spec(engine="delta-rs,sail"), False),  # both commit by put-if-absent
         (_spec(engine="delta-spark,delta-rs"), True),  # two commit primitives on one table
@@ -57,6 +64,28 @@ def test_which_runs_leave_the_contract(spec, outside):
     found = breaches(spec)
     assert bool(found) is outside, [b.why for b in found]
     assert bool(outside_contract_text(found)) is outside
+
+
+@pytest.mark.parametrize(
+    ("engine", "storage", "nodes"),
+    [
+        ("delta-spark", "local", 1),  # a second JVM would be outside HDFSLogStore's contract
+        ("delta-spark==3.3.2", "local", 1),
+        ("delta-spark", "s3", 2),  # coordinated commits let two clusters write
+        ("delta-spark,delta-rs", "local", 2),  # outside contract on any count: says so
+        ("delta-rs", "local", 2),
+        ("sail", "seaweedfs", 2),
+    ],
+)
+def test_a_run_naming_no_node_count_starts_one_inside_the_contract(engine, storage, nodes):
+    spec = RunSpec(engine=engine, storage=storage)
+    assert spec.nodes == nodes
+    assert RunSpec(engine=engine, storage=storage, nodes=3).nodes == 3  # a count given stays
+    # The re-run command names the count, so it runs the same on a release
+    # whose default differs.
+    assert spec.cli_args()[spec.cli_args().index("--nodes") + 1] == str(nodes)
+    if engine != "delta-spark,delta-rs":
+        assert breaches(spec.to_json()) == [], engine
 
 
 def test_the_single_driver_breach_explains_the_lost_commits_it_causes():

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from harness.cli.options import EXIT_INTERRUPTED, Handler, positive, spark_options
+from harness.core.contract import AUTO_NODES
 from harness.core.errors import HarnessError
 
 if TYPE_CHECKING:
@@ -36,7 +37,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> dict[str, Handler]:
         "a release other than the pinned one as delta-rs==0.15.3 (built into an environment of its own on first use)",
     )
     r.add_argument("--storage", default="s3", help=f"one of: {', '.join(STORAGE_KINDS)} (default s3: embedded moto)")
-    r.add_argument("--nodes", type=positive(int), default=2, help="engine nodes, e.g. Sail servers (default 2)")
+    r.add_argument(
+        "--nodes",
+        type=positive(int),
+        default=AUTO_NODES,
+        help="engine nodes, e.g. Sail servers or delta-spark JVMs (default 2; 1 for delta-spark alone on "
+        "--storage local, where HDFSLogStore's mutual exclusion holds inside one JVM only)",
+    )
     r.add_argument("--concurrency", type=positive(int), default=4, help="client worker processes (default 4)")
     r.add_argument("--time-limit", type=positive(float), default=30.0, help="seconds of workload (default 30)")
     r.add_argument("--seed", type=int, default=None, help="generator seed (default: random, recorded)")

@@ -62,6 +62,13 @@ STALE_LISTING_KINDS = frozenset({"stale-read", "failed-but-committed"}) | LOST_C
 # the coordinator's.
 UNCOORDINATED_READER_KINDS = STALE_LISTING_KINDS
 
+# Why HDFSLogStore on a local directory is safe for one JVM only: Delta needs
+# a rename that fails when the target exists, and Hadoop's local rename
+# checks, then renames over (delta-spark serializes the two inside its JVM).
+LOCAL_RENAME = (
+    "on the local file system Hadoop checks that the version is absent and then renames over it, "
+    "two steps another process can come between"
+)
 SINGLE_DRIVER_NAMES = ("single-driver", "default")
 COORDINATED = "coordinated"
 # Workloads whose writers create the table (or tables) concurrently.
@@ -89,6 +96,19 @@ def engine_nodes(engines: list[str], nodes: int, name: str) -> int:
     count = max(nodes, len(engines))
     i = engines.index(name)
     return count // len(engines) + (i < count % len(engines))
+
+
+AUTO_NODES = 0
+DEFAULT_NODES = 2
+
+
+def default_nodes(engine: str, storage: str) -> int:
+    """The nodes a run starts when it names none: two, so that writers on
+    two nodes race, except delta-spark alone on a local directory, where a
+    second JVM takes the run outside HDFSLogStore's contract (LOCAL_RENAME).
+    A count the run names stays, and is labelled where it leaves the contract."""
+    names = [e.partition("==")[0].strip() for e in engine.split(",") if e.strip()]
+    return 1 if storage == "local" and names == ["delta-spark"] else DEFAULT_NODES
 
 
 def breaches(spec: dict[str, Any]) -> list[Breach]:
@@ -120,6 +140,25 @@ def breaches(spec: dict[str, Any]) -> list[Breach]:
                 "coordinator",
                 LOST_COMMIT_KINDS,
                 ("delta-spark",),
+            )
+        )
+    if not on_s3 and spark > 1:
+        out.append(
+            Breach(
+                f"{spark} delta-spark JVMs write one local table through HDFSLogStore, whose mutual exclusion holds "
+                f"inside one JVM only: {LOCAL_RENAME}",
+                LOST_COMMIT_KINDS,
+                ("delta-spark",),
+            )
+        )
+    if not on_s3 and len(engines) > 1 and "delta-spark" in engines:
+        others = [e for e in engines if e != "delta-spark"]
+        out.append(
+            Breach(
+                f"delta-spark commits through HDFSLogStore and {', '.join(others)} through a create-if-absent of the "
+                f"commit file, and {LOCAL_RENAME}: delta-spark can replace another engine's commit",
+                LOST_COMMIT_KINDS,
+                tuple(engines),
             )
         )
     if on_s3 and len(engines) > 1 and "delta-spark" in engines:
@@ -156,9 +195,12 @@ def outside_contract_text(found: list[Breach]) -> str:
 
 
 __all__ = [
+    "AUTO_NODES",
+    "DEFAULT_NODES",
     "LOST_COMMIT_KINDS",
     "STALE_LISTING_KINDS",
     "Breach",
     "breaches",
+    "default_nodes",
     "outside_contract_text",
 ]

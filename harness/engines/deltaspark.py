@@ -306,7 +306,10 @@ class DeltaSparkEngine(ServerEngine):
 
     def commit_protocol(self, storage: Storage) -> str:
         if storage.kind == "local":
-            return "HDFSLogStore (an atomic rename on the local file system)"
+            return (
+                "HDFSLogStore (on the local file system: an existence check, then a rename that replaces; "
+                "mutual exclusion inside one JVM only)"
+            )
         return LOG_STORES[self.log_store][2]
 
     def _spark_conf(self, storage: Storage, port: int) -> dict[str, str]:

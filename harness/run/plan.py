@@ -18,7 +18,7 @@ from checkers import checker_fn
 from checkers.exception_classes import NAME as EXCEPTION_CLASSES
 from checkers.liveness import NAME as LIVENESS
 from harness.core.capacity import CLIENT_WORKER, EMBEDDED_STORE, HARNESS, Load, check_fits
-from harness.core.contract import engine_nodes
+from harness.core.contract import AUTO_NODES, default_nodes, engine_nodes
 from harness.core.errors import HarnessError
 from harness.core.isolation import LEVELS
 from harness.core.table import TableSpec
@@ -44,7 +44,8 @@ class RunSpec:
     workload: str = "append"
     engine: str = "delta-spark"
     storage: str = "s3"
-    nodes: int = 2
+    # Engine nodes; AUTO_NODES resolves to default_nodes(engine, storage).
+    nodes: int = AUTO_NODES
     concurrency: int = 4
     time_limit: float = 30.0
     seed: int = 0
@@ -69,6 +70,10 @@ class RunSpec:
     # Exception-class findings (a conflict with no or a wrong E-class) fail
     # the run instead of being reported beside it.
     strict_exceptions: bool = False
+
+    def __post_init__(self) -> None:
+        if self.nodes == AUTO_NODES:
+            self.nodes = default_nodes(self.engine, self.storage)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
