@@ -160,6 +160,10 @@ def test_delta_spark_delta_rs_and_sail_append_to_one_table(storage: str, protoco
     assert ok_by_node == {"n1", "n2", "n3"}
     doc = load_results(run_dir)
     assert res.returncode == (1 if doc["verdict"] == "invalid" else 0), res.stdout + res.stderr
+    # delta-spark's LogStore and the others' create-if-absent are two commit
+    # primitives: outside contract on either store, whatever the verdict.
+    assert doc["contract"]["inside"] is False
+    assert f"delta-spark commits through {protocol} and " in doc["contract"]["outside"], doc["contract"]
     assert_only_known(doc, run_dir, [MIXED_PRIMITIVES_LOST_COMMIT])
     assert doc["verdict"] == "valid", doc["checkers"]
 

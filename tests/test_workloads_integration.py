@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,13 @@ def test_register_is_valid_and_feeds_the_serializability_checker(engine: str, st
     )
     # Also delta-spark's short run on a local directory: its folder is held
     # to what test_run_integration holds the other engines' to.
-    _, doc = assert_valid_run_folder(res, results_dir)
+    run_dir, doc = assert_valid_run_folder(res, results_dir)
+    # No engine here is run outside its contract: delta-spark alone on a
+    # local directory starts one JVM (HDFSLogStore excludes writers inside
+    # one JVM only).
+    assert doc["contract"] == {"inside": True, "outside": "", "breaches": []}, doc["contract"]
+    if engine == "delta-spark":
+        assert json.loads((run_dir / "spec.json").read_text())["spec"]["nodes"] == 1
     by_name = {c["checker"]: c for c in doc["checkers"]}
     ser = by_name["serializability"]
     assert ser["stats"]["read_write_transactions"] > 0
