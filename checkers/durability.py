@@ -115,7 +115,8 @@ def check(history: History, log: TransactionLog) -> CheckResult:
 
 def _overwritten(version: int | None, op_id: str, facts: object) -> str:
     """Where the engine told the op its commit version, whose commit the log
-    holds there instead: the sign of a commit overwritten (no put-if-absent)."""
+    holds there instead: the sign of a commit overwritten (no put-if-absent,
+    or on a local directory no rename that refuses an existing file)."""
     if version is None or version not in getattr(facts, "fingerprints", {}):
         return ""
     others = sorted(w for w in facts.writers_at(version) if w != op_id)  # type: ignore[attr-defined]
@@ -123,6 +124,7 @@ def _overwritten(version: int | None, op_id: str, facts: object) -> str:
         return f" The engine told it version {version}, which the log holds as a commit of no known op."
     return (
         f" The engine told it version {version}, and the log's version {version} is op {', '.join(others)}'s "
-        "commit: its commit file was most likely replaced by another writer's (put-if-absent not enforced), "
+        "commit: its commit file was most likely replaced by another writer's (nothing refused a second commit of "
+        "that version), "
         "unless the engine reported a version it never wrote."
     )

@@ -536,7 +536,7 @@ def test_lost_write_names_the_commit_that_replaced_it() -> None:
     res = durability.check(*run.build())
     [a] = res.anomalies
     assert (a.kind, a.claim, a.ops, a.versions) == ("lost-write", "C7", ["0.1"], [1])
-    assert "version 1 is op 1.1's commit" in a.explanation and "put-if-absent" in a.explanation
+    assert "version 1 is op 1.1's commit" in a.explanation and "nothing refused a second commit" in a.explanation
 
 
 # --- real runs ---------------------------------------------------------------------------------
