@@ -107,15 +107,19 @@ def default_nodes(engine: str, storage: str) -> int:
     two nodes race, except delta-spark alone on a local directory, where a
     second JVM takes the run outside HDFSLogStore's contract (LOCAL_RENAME).
     A count the run names stays, and is labelled where it leaves the contract."""
-    names = [e.partition("==")[0].strip() for e in engine.split(",") if e.strip()]
-    return 1 if storage == "local" and names == ["delta-spark"] else DEFAULT_NODES
+    return 1 if storage == "local" and _engine_names(engine) == ["delta-spark"] else DEFAULT_NODES
+
+
+def _engine_names(engine: str) -> list[str]:
+    """The engines of a run's --engine, without releases: an engine's
+    release does not change its contract (delta-spark==3.3.2 is delta-spark)."""
+    return [e.partition("==")[0].strip() for e in engine.split(",") if e.strip()]
 
 
 def breaches(spec: dict[str, Any]) -> list[Breach]:
     """The ways the run spec.json describes leaves its engines' or store's
     documented contract (`spec`: spec.json's "spec" object)."""
-    # An engine's release does not change its contract: delta-spark==3.3.2 is delta-spark.
-    engines = [e.partition("==")[0].strip() for e in str(spec.get("engine") or "").split(",") if e]
+    engines = _engine_names(str(spec.get("engine") or ""))
     storage = spec.get("storage") or "s3"
     nodes = int(spec.get("nodes") or 1)
     nemeses = set(spec.get("nemesis") or [])
