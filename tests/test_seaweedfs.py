@@ -18,7 +18,9 @@ import psutil
 import pytest
 
 from harness.run.storage import SeaweedS3
+from harness.run.weed_metalog import replaced_objects
 from tests.conftest import REPO, load_results, only_run_dir, run_cli, still_running
+from tests.known import SEAWEED_DOUBLE_WIN
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +72,7 @@ def test_racing_put_if_absent_has_one_winner(weed: SeaweedS3) -> None:
         except client.exceptions.ClientError as e:
             outcomes[r][i] = e.response["Error"]["Code"]
 
+    t0 = time.time()
     for first in range(0, rounds, overlap):
         threads = []
         for r in range(first, min(first + overlap, rounds)):
@@ -79,11 +82,36 @@ def test_racing_put_if_absent_has_one_winner(weed: SeaweedS3) -> None:
             t.start()
         for t in threads:
             t.join(60)
+    # The filer's own metadata log: which key a second create replaced.
+    replaced = {x.path for x in replaced_objects(weed.server, f"/buckets/{weed.bucket}/t/race/", time.time() - t0)}
+    doubles = []
     for r, got in outcomes.items():
-        assert got.count("won") == 1, (r, got)
         assert set(got) <= {"won", "PreconditionFailed", "ConditionalRequestConflict"}, (r, got)
+        winners = [i for i, x in enumerate(got) if x == "won"]
+        assert winners, (r, got)
         body = client.get_object(Bucket=weed.bucket, Key=f"t/race/{r}")["Body"].read()
-        assert body == f"racer {got.index('won')}".encode(), (r, body, got)
+        assert body in {f"racer {i}".encode() for i in winners}, (r, body, got)
+        # A key the store says it replaced is one two racers won, and no other.
+        path = f"/buckets/{weed.bucket}/t/race/{r}"
+        assert (path in replaced) == (len(winners) > 1), (r, got, sorted(replaced))
+        if len(winners) > 1:
+            doubles.append(f"round {r + 1}: racers {winners} all acknowledged")
+    if doubles:
+        # SeaweedFS's defect, not the harness's: seen once in about 700 rounds.
+        pytest.xfail(f"{SEAWEED_DOUBLE_WIN}: {len(doubles)} of {rounds} rounds ({'; '.join(doubles)})")
+
+
+def test_the_filer_log_shows_an_overwrite_and_not_a_tag_update_or_a_new_key(weed: SeaweedS3) -> None:
+    client = weed.boto3_client()
+    t0 = time.time()
+    client.put_object(Bucket=weed.bucket, Key="t/meta/kept", Body=b"one")
+    client.put_object(Bucket=weed.bucket, Key="t/meta/overwritten", Body=b"one")
+    client.put_object(Bucket=weed.bucket, Key="t/meta/overwritten", Body=b"two")
+    client.put_object(Bucket=weed.bucket, Key="t/meta/tagged", Body=b"one")
+    client.put_object_tagging(Bucket=weed.bucket, Key="t/meta/tagged", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    got = replaced_objects(weed.server, f"/buckets/{weed.bucket}/t/meta/", time.time() - t0)
+    assert [x.path for x in got] == [f"/buckets/{weed.bucket}/t/meta/overwritten"], got
+    assert got[0].old_fids != got[0].new_fids and got[0].ts_ns > t0 * 1e9
 
 
 def test_stop_leaves_no_process_and_keeps_the_data(tmp_path: Path) -> None:
@@ -157,6 +185,9 @@ def test_short_run_on_seaweedfs_is_valid(engine: str, workload: str, extra: list
         *extra,
     )
     _assert_valid(res, results_dir)
+    # The store's own log of replaced commit files was read (none replaced: the run is valid).
+    replaced = load_results(only_run_dir(results_dir))["store_replaced_commits"]
+    assert replaced["read"] is True and replaced["versions"] == [], replaced
     if engine == "delta-spark":
         spec = json.loads((only_run_dir(results_dir) / "spec.json").read_text())
         assert spec["storage"]["proxy"] is True and spec["spec"]["s3_proxy"] is True
