@@ -863,17 +863,19 @@ def test_sigint_during_a_pause_continues_and_stops_everything(results_dir: Path)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("engine", ["delta-rs", "sail"])
-def test_unsafe_put(engine: str, results_dir: Path) -> None:
+@pytest.mark.parametrize(("engine", "storage"), [("delta-rs", "s3"), ("sail", "seaweedfs")])
+def test_unsafe_put(engine: str, storage: str, results_dir: Path) -> None:
     """Commit PUTs without If-None-Match: an engine that relies on
     put-if-absent alone lets a writer overwrite another's commit, and the
-    durability checker must report the acknowledged write lost (spec C7)."""
+    durability checker must report the acknowledged write lost (spec C7).
+    On SeaweedFS the store's own log shows each commit file so replaced;
+    the fault, not the store, explains them, and the loss stays reported."""
     code, out, run_dir, _ = nemesis_run(
         results_dir,
         "--engine",
         engine,
         "--storage",
-        "s3",
+        storage,
         "--nemesis",
         "unsafe-put",
         "--seed",
@@ -902,6 +904,25 @@ def test_unsafe_put(engine: str, results_dir: Path) -> None:
     # log stays contiguous and parseable (what was lost is only the overwritten one).
     sanity = next(c for c in doc["checkers"] if c["checker"] == "log-sanity")
     assert sanity["verdict"] == "valid", out
+    replaced = doc["store_replaced_commits"]
+    if storage != "seaweedfs":
+        assert replaced is None
+        return
+    # Each replacing write lost one op's commit, acknowledged or not (a
+    # version written three times lost two).
+    assert replaced["read"] is True and len(replaced["replacements"]) >= len(lost), replaced
+    assert sorted({r["version"] for r in replaced["replacements"]}) == replaced["versions"], replaced
+    assert all(v <= doc["log"]["latest_version"] for v in replaced["versions"]), replaced
+    assert replaced["anomalies_excused"] == 0 and "outside the contract" in replaced["not_excused_because"]
+    assert "the store's own log shows the commit file of version(s) " in out, out
+    # The report says it too, where a person reads the run.
+    from tests.browser import chromium_path, static_server, visit
+
+    chromium_path()
+    with static_server(run_dir) as base:
+        v = visit(f"{base}/report.html", run_dir.parent / "report.png", ["#store-replaced", "#outside-contract"])
+    assert not v.console_errors and not v.page_errors, (v.console_errors, v.page_errors)
+    assert v.counts == {"#store-replaced": 1, "#outside-contract": 1}, v.counts
 
 
 def _stored(name: str, dest: Path) -> Path:

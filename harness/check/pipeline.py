@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from checkers import CHECKERS, checker_fn
-from checkers.base import CheckResult, Verdict, combine
+from checkers.base import Anomaly, CheckResult, Verdict, combine
 from checkers.horizon import horizon, run_checkers
 from harness.check.evidence import name_replacing_commits
-from harness.check.report import REPORT_NAME, HistoryPlots, write_report
+from harness.check.report import REPORT_NAME, HistoryPlots, store_replaced_text, write_report
 from harness.core.contract import LOST_COMMIT_KINDS, Breach, outside_contract_text
 from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
@@ -220,6 +220,9 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     not_coordinated = _not_relying_on_dynamodb_conditional_update(protocols)
     ignore = (_PUT_IF_ABSENT_PROPERTIES if not_relying else ()) + (_COORDINATOR_PROPERTIES if not_coordinated else ())
     excused = _store_failures_explain(results, store, ignore=ignore)
+    replaced = run.get("store_replaced_commits") if isinstance(run.get("store_replaced_commits"), dict) else None
+    replaced_why_not = _replacements_not_the_stores(not_relying, breaches)
+    replaced_excused = 0 if replaced_why_not else _store_replacements_explain(results, replaced)
     verdict = combine([r.verdict for r in results])
     corrupt = [p for p in history.problems if p[1] != "truncated last line"]
     if corrupt and verdict is Verdict.VALID:
@@ -265,6 +268,11 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
                 "engines_not_relying_on_dynamodb_conditional_update": not_coordinated,
             }
             if store is not None
+            else None
+        ),
+        "store_replaced_commits": (
+            {**replaced, "anomalies_excused": replaced_excused, "not_excused_because": replaced_why_not}
+            if replaced is not None
             else None
         ),
         "check_seconds": round(time.monotonic() - t0, 3),
@@ -383,6 +391,91 @@ def _not_relying_on_dynamodb_conditional_update(protocols: dict[str, Any]) -> li
     """The engines whose commits no commit coordinator ratifies: a failed
     `dynamodb-conditional-update` explains none of their losses."""
     return sorted(engine for engine, p in protocols.items() if not _relies_on_coordinator(p))
+
+
+def _replacements_not_the_stores(not_relying: list[str], breaches: list[Breach]) -> str:
+    """Why a commit file the store's log shows written twice need not be the
+    store's fault ("" when it must be): the filer logs the two writes, not
+    whether the second one asked for put-if-absent."""
+    if not_relying:
+        return (
+            f"the commit protocol of {', '.join(not_relying)} does not rest on put-if-absent, so a commit lost "
+            "there stays the engine's"
+        )
+    if any(b.explains & LOST_COMMIT_KINDS for b in breaches):
+        return "the run is outside the contract in a way that explains lost commits (see the contract line)"
+    return ""
+
+
+def _store_replacements_explain(results: list[CheckResult], replaced: dict[str, Any] | None) -> int:
+    """The commit files the store's own log shows a second write replacing
+    (run.json's `store_replaced_commits`), where every engine of the run
+    commits by put-if-absent and nothing in the run strips it (the caller
+    decides): each replacement lost one commit, the store's doing.
+
+    A lost commit told one of those versions is the store's. A lost write
+    told no version (Sail reports none) may be: while the replacements not
+    so claimed outnumber them none is surely the engine's, so they are the
+    store's as far as the evidence goes; past that count at least one is
+    the engine's, and they all stay. A checker whose every anomaly is the
+    store's becomes unknown for the engine. Returns how many were excused."""
+    versions = set((replaced or {}).get("versions") or [])
+    if not versions:
+        return 0
+    listed = ", ".join(map(str, sorted(versions)))
+    told: list[tuple[Anomaly, list[int]]] = []
+    untold: list[Anomaly] = []
+    for r in results:
+        if r.verdict is not Verdict.INVALID:
+            continue
+        for a in r.anomalies:
+            if a.kind not in LOST_COMMIT_KINDS:
+                continue
+            if at := sorted(versions & set(a.versions or [])):
+                told.append((a, at))
+            elif a.kind == "lost-write" and not a.versions:
+                untold.append(a)
+    for a, at in told:
+        a.explanation = (
+            f"The store's own log shows the commit file of version {', '.join(map(str, at))} written twice, the "
+            f"second write replacing the first, which no put-if-absent allows: this {a.title[:1].lower()}"
+            f"{a.title[1:]} is the store's, not the engine's. {a.explanation}"
+        )
+        a.details["store_replaced_commit"] = at
+    # Each replacing write lost one commit: a version written three times lost two.
+    events = Counter(r.get("version") for r in (replaced or {}).get("replacements") or [])
+    left = Counter({v: max(1, events[v]) for v in versions})
+    replacing = sum(left.values())
+    for _, at in told:
+        left[at[0]] -= 1
+    spare = sum(n for n in left.values() if n > 0)
+    if len(untold) > spare:
+        untold = []
+    for a in untold:
+        a.explanation = (
+            f"The store's own log shows {replacing} write(s) replacing a commit file already there (version(s) "
+            f"{listed}), which no put-if-absent allows, and the engine told this op no "
+            f"version: its commit may be one the store replaced, so this {a.title[:1].lower()}{a.title[1:]} is "
+            f"not shown to be the engine's. {a.explanation}"
+        )
+        a.details["store_replaced_commit"] = sorted(versions)
+    excused_ids = {id(a) for a, _ in told} | {id(a) for a in untold}
+    for r in results:
+        mine = [a for a in r.anomalies if id(a) in excused_ids]
+        if not mine:
+            continue
+        if len(mine) == len(r.anomalies):
+            r.verdict = Verdict.UNKNOWN
+            r.explanation = (
+                f"Unknown for the engine: the store's own log shows commit files replaced (version(s) {listed}), "
+                f"and each of the {len(mine)} anomalies found is a commit lost there. Found: {r.explanation}"
+            )
+        else:
+            r.explanation += (
+                f" ({len(mine)} of the {len(r.anomalies)} anomalies are commits the store's own log shows "
+                "replaced; the others are the engine's.)"
+            )
+    return len(excused_ids)
 
 
 def _store_failures_explain(
@@ -563,6 +656,8 @@ def render_summary(
                         + f" does not rest on {what}, so a lost commit stays the engine's"
                     )
         lines.append(line)
+    if replaced := store_replaced_text(doc):
+        lines.append(replaced)
     if run.get("interrupted"):
         lines.append("the run was interrupted (SIGINT/SIGTERM): this checks the partial history")
     if run.get("refused"):

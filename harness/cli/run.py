@@ -148,6 +148,7 @@ def _run(args: argparse.Namespace, rec: Recorder) -> int:
                 "fatal": outcome.fatal,
                 "refused": outcome.refused,
                 "store_self_check": outcome.store_self_check,
+                "store_replaced_commits": outcome.store_replaced_commits,
             },
             indent=2,
         )

@@ -14,7 +14,8 @@ RESULTS_ENV = "DJ_RESULTS_DIR"
 RUN_FILES: dict[str, str] = {
     "spec.json": "the test spec: workload, engine (and release), storage, nodes, seed, nemeses, package versions, "
     "the table and its checkers, and `repro`, the command that re-runs it; never credentials",
-    "run.json": "how the run went: workload seconds, op counts, whether it was interrupted, the store's self-check",
+    "run.json": "how the run went: workload seconds, op counts, whether it was interrupted, the store's self-check, "
+    "and on SeaweedFS the commit files its own log shows a second write replacing",
     "history.jsonl": "every op, one JSON event per line: its invoke, then ok, fail or info (docs: the history format)",
     "table/": "a copy of the table: `_delta_log/` and the data files, so the run can be checked again with no store",
     "kept/": "with a workload that runs VACUUM: a copy of every data file the run saw appear, names unchanged, "

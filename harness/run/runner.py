@@ -70,6 +70,9 @@ class RunOutcome:
     refused: str | None = None
     # harness.run.store_probe's StoreCheck as JSON: None for a local directory.
     store_self_check: dict[str, Any] | None = None
+    # The commit files the store itself logged replacing (SeaweedFS): None
+    # where the store keeps no such log.
+    store_replaced_commits: dict[str, Any] | None = None
 
 
 class TableRefused(Exception):
@@ -130,6 +133,7 @@ class Runner:
         self.cluster: RunCluster | None = None
         self.schedule: NemesisSchedule | None = None
         self.store_self_check: dict[str, Any] | None = None
+        self.store_replaced_commits: dict[str, Any] | None = None
         self.forks: ForkServer | None = None
         self.keeper: DataFileKeeper | None = None
         self._keeper_thread: threading.Thread | None = None
@@ -412,6 +416,7 @@ class Runner:
             self.shared.fatal,
             refused,
             self.store_self_check,
+            self.store_replaced_commits,
         )
 
     def _store_self_check(self) -> dict[str, Any] | None:
@@ -638,6 +643,14 @@ class Runner:
         except Exception as e:  # the run's history is still worth keeping
             self.progress.message(f"could not snapshot the table: {e}")
         self._snapshot_coordinator()
+        replaced = getattr(self.storage, "replaced_commits", None)
+        if replaced is not None:
+            self.store_replaced_commits = replaced(self.table_uri)
+            if self.store_replaced_commits.get("versions"):
+                self.progress.message(
+                    "the store's own log shows commit file(s) replaced by a second write: version(s) "
+                    + ", ".join(map(str, self.store_replaced_commits["versions"][:10]))
+                )
 
     def _snapshot_coordinator(self) -> None:
         """The commit coordinator's state, which names the newest versions

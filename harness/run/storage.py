@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from harness.core.procs import ManagedProcess, python_argv
 from harness.core.storage import Storage
 from harness.run.seaweed import DATA_DIR as SEAWEED_DATA_DIR
 from harness.run.seaweed import WeedServer
+from harness.run.weed_metalog import replaced_objects
 from harness.s3proxy.client import ProxyProcess, S3ProxyClient, start_proxy
 
 STORAGE_KINDS = ("s3", "local", "external-s3", "seaweedfs")
@@ -31,6 +34,7 @@ EMBEDDED_BUCKET = "delta-jepsen"
 DEFAULT_REGION = "us-east-1"
 # What clients sign with when the proxy re-signs for an external endpoint.
 PROXY_CLIENT_SECRET = "delta-jepsen-proxy"
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
 
 
 def start_moto(
@@ -289,8 +293,28 @@ class SeaweedS3(_Embedded):
         # does; a per-run one, recorded nowhere, keeps the results free of it.
         self._run_secret = secrets.token_urlsafe(24)
         self.server = WeedServer(run_dir / SEAWEED_DATA_DIR, run_dir / "logs" / "seaweedfs.log", self.bucket)
+        self._started = time.time()
         self.server.start(self._key("checker"), self._run_secret, start_timeout)
         self.endpoint = self.server.endpoint
+
+    def replaced_commits(self, table_uri: str) -> dict[str, Any]:
+        """The table's commit files a second write replaced, from the filer's
+        own metadata log: SeaweedFS was seen to acknowledge two racing
+        conditional PUTs of one key, and an engine must not be blamed for
+        the commit the store then lost."""
+        m = re.fullmatch(r"s3a?://([^/]+)/(.*?)/?", table_uri)
+        if m is None:
+            return {"read": False, "error": f"not an S3 table URI: {table_uri}", "versions": []}
+        log_dir = f"/buckets/{m[1]}/{m[2]}/_delta_log/"
+        doc: dict[str, Any] = {"source": "the SeaweedFS filer's metadata log", "read": True, "versions": []}
+        try:
+            got = replaced_objects(self.server, log_dir, time.time() - self._started)
+        except (HarnessError, OSError) as e:
+            return {**doc, "read": False, "error": str(e)}
+        commits = [(int(c[1]), x) for x in got if (c := _COMMIT_FILE.fullmatch(x.path[len(log_dir) :]))]
+        doc["versions"] = sorted({v for v, _ in commits})
+        doc["replacements"] = [{"version": v, "at_ns": x.ts_ns} for v, x in commits]
+        return doc
 
     def _secret(self) -> str:
         return self._run_secret

@@ -299,6 +299,7 @@ def _header(run_dir: Path, verdict: str, doc: dict[str, Any], spec: dict[str, An
         + (f'<div class="sub" id="commit-protocol">commit protocol: {esc(commit)}</div>' if commit else "")
         + _contract_line(doc)
         + _store_line(doc)
+        + _replaced_line(doc)
         + f'<div class="sub">{esc(counts)}</div></header>'
     )
 
@@ -326,6 +327,35 @@ def _store_line(doc: dict[str, Any]) -> str:
         colour = VERDICT_COLOURS["invalid"]
         return f'<div class="sub" id="store-check" style="color:{colour};font-weight:600">{esc(text)}</div>'
     return f'<div class="sub" id="store-check">{esc(text)}</div>'
+
+
+def store_replaced_text(doc: dict[str, Any]) -> str:
+    """What the store's own log says of commit files written twice (a
+    SeaweedFS run), for the summary and the page; "" when it says nothing."""
+    replaced = doc.get("store_replaced_commits")
+    if not isinstance(replaced, dict):
+        return ""
+    if not replaced.get("read"):
+        return f"the store's log of replaced commit files could not be read: {str(replaced.get('error'))[:200]}"
+    versions = replaced.get("versions") or []
+    if not versions:
+        return ""
+    shown = ", ".join(map(str, versions[:10])) + (f" and {len(versions) - 10} more" if len(versions) > 10 else "")
+    text = f"the store's own log shows the commit file of version(s) {shown} replaced by a second write"
+    if replaced.get("not_excused_because"):
+        return f"{text}; {replaced['not_excused_because']}"
+    return text + (
+        f"; {replaced.get('anomalies_excused', 0)} lost commit(s) at those versions are reported as the store's "
+        "(unknown for the engine)"
+    )
+
+
+def _replaced_line(doc: dict[str, Any]) -> str:
+    text = store_replaced_text(doc)
+    if not text:
+        return ""
+    colour = VERDICT_COLOURS["invalid"]
+    return f'<div class="sub" id="store-replaced" style="color:{colour};font-weight:600">{esc(text)}</div>'
 
 
 def _commands(run_dir: Path, doc: dict[str, Any], run: dict[str, Any]) -> str:
