@@ -83,7 +83,10 @@ def test_racing_put_if_absent_has_one_winner(weed: SeaweedS3) -> None:
         for t in threads:
             t.join(60)
     # The filer's own metadata log: which key a second create replaced.
-    replaced = {x.path for x in replaced_objects(weed.server, f"/buckets/{weed.bucket}/t/race/", time.time() - t0)}
+    replaced = {
+        x.path
+        for x in replaced_objects(weed.server.filer_address(), f"/buckets/{weed.bucket}/t/race/", time.time() - t0)
+    }
     doubles = []
     for r, got in outcomes.items():
         assert set(got) <= {"won", "PreconditionFailed", "ConditionalRequestConflict"}, (r, got)
@@ -109,7 +112,7 @@ def test_the_filer_log_shows_an_overwrite_and_not_a_tag_update_or_a_new_key(weed
     client.put_object(Bucket=weed.bucket, Key="t/meta/overwritten", Body=b"two")
     client.put_object(Bucket=weed.bucket, Key="t/meta/tagged", Body=b"one")
     client.put_object_tagging(Bucket=weed.bucket, Key="t/meta/tagged", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
-    got = replaced_objects(weed.server, f"/buckets/{weed.bucket}/t/meta/", time.time() - t0)
+    got = replaced_objects(weed.server.filer_address(), f"/buckets/{weed.bucket}/t/meta/", time.time() - t0)
     assert [x.path for x in got] == [f"/buckets/{weed.bucket}/t/meta/overwritten"], got
     assert got[0].old_fids != got[0].new_fids and got[0].ts_ns > t0 * 1e9
 
@@ -275,6 +278,9 @@ def test_sigkilled_harness_leaves_no_weed_and_check_judges_the_data(results_dir:
     assert doc["log"]["latest_version"] >= 1
     assert doc["verdict"] in ("valid", "invalid"), doc["verdict"]
     assert (run_dir / "logs" / "seaweedfs-recover.log").is_file()
+    # With no run.json, what the recovery read of the store's own log is what check reports.
+    assert not (run_dir / "run.json").exists()
+    assert doc["store_replaced_commits"]["read"] is True, doc["store_replaced_commits"]
     # Neither the run's weed nor the one the check started runs on.
     assert [pid for pid in _weed_pids() if str(run_dir) in " ".join(_cmdline(pid))] == []
 

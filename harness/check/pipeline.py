@@ -25,6 +25,7 @@ from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
 from harness.core.history import ErrorClass, History, error_class_label, load_history
 from harness.core.laps import Laps
+from harness.core.storage import RECOVERED_REPLACED_COMMITS
 from harness.deltalog import read_log
 from harness.deltalog.coordinated import load_coordinator
 from harness.deltalog.copy import KEPT_DIR
@@ -220,7 +221,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     not_coordinated = _not_relying_on_dynamodb_conditional_update(protocols)
     ignore = (_PUT_IF_ABSENT_PROPERTIES if not_relying else ()) + (_COORDINATOR_PROPERTIES if not_coordinated else ())
     excused = _store_failures_explain(results, store, ignore=ignore)
-    replaced = run.get("store_replaced_commits") if isinstance(run.get("store_replaced_commits"), dict) else None
+    replaced = _store_replaced_commits(run_dir, run)
     replaced_why_not = _replacements_not_the_stores(not_relying, breaches)
     replaced_excused = 0 if replaced_why_not else _store_replacements_explain(results, replaced)
     verdict = combine([r.verdict for r in results])
@@ -391,6 +392,19 @@ def _not_relying_on_dynamodb_conditional_update(protocols: dict[str, Any]) -> li
     """The engines whose commits no commit coordinator ratifies: a failed
     `dynamodb-conditional-update` explains none of their losses."""
     return sorted(engine for engine, p in protocols.items() if not _relies_on_coordinator(p))
+
+
+def _store_replaced_commits(run_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
+    """run.json's `store_replaced_commits`; for a run whose harness was
+    killed, what `check` read of the store's log when it recovered the table."""
+    got = run.get("store_replaced_commits")
+    if isinstance(got, dict):
+        return got
+    try:
+        got = json.loads((run_dir / RECOVERED_REPLACED_COMMITS).read_text())
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def _replacements_not_the_stores(not_relying: list[str], breaches: list[Breach]) -> str:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-__all__ = ["Storage"]
+__all__ = ["RECOVERED_REPLACED_COMMITS", "Storage"]
+
+# In a run folder: what `check` read of the store's log of replaced commit
+# files when it recovered the table of a run whose harness was killed (such
+# a run wrote no run.json to hold it).
+RECOVERED_REPLACED_COMMITS = "logs/seaweedfs-replaced-commits.json"
 
 
 class Storage(ABC):
@@ -19,6 +24,12 @@ class Storage(ABC):
     # when one stands in front of the store; typed loosely because the bottom
     # layer cannot name a class of the layer above it.
     proxy: Any = None
+
+    def replaced_commits(self, table_uri: str) -> dict[str, Any] | None:
+        """run.json's `store_replaced_commits`: the table's commit files the
+        store's own log shows a second write replacing; None where the store
+        keeps no such log."""
+        return None
 
     def client_env(self, client: str, node: str | None = None) -> dict[str, str]:
         """Environment for an engine process (Sail reads AWS_* from it)."""

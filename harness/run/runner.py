@@ -643,14 +643,12 @@ class Runner:
         except Exception as e:  # the run's history is still worth keeping
             self.progress.message(f"could not snapshot the table: {e}")
         self._snapshot_coordinator()
-        replaced = getattr(self.storage, "replaced_commits", None)
-        if replaced is not None:
-            self.store_replaced_commits = replaced(self.table_uri)
-            if self.store_replaced_commits.get("versions"):
-                self.progress.message(
-                    "the store's own log shows commit file(s) replaced by a second write: version(s) "
-                    + ", ".join(map(str, self.store_replaced_commits["versions"][:10]))
-                )
+        self.store_replaced_commits = self.storage.replaced_commits(self.table_uri)
+        if self.store_replaced_commits is not None and self.store_replaced_commits.get("versions"):
+            self.progress.message(
+                "the store's own log shows commit file(s) replaced by a second write: version(s) "
+                + ", ".join(map(str, self.store_replaced_commits["versions"][:10]))
+            )
 
     def _snapshot_coordinator(self) -> None:
         """The commit coordinator's state, which names the newest versions

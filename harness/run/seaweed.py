@@ -27,7 +27,9 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, owned_tempdir, venv_bin
+from harness.core.storage import RECOVERED_REPLACED_COMMITS
 from harness.deltalog import copy_table
+from harness.run.weed_metalog import replaced_commits, since_created
 
 DATA_DIR = "seaweedfs"  # inside the run folder
 LOOPBACK = "127.0.0.1"
@@ -148,6 +150,10 @@ class WeedServer:
         assert self._scratch is not None
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self._scratch, "TMPDIR": self._scratch}
 
+    def filer_address(self) -> str:
+        """The filer as weed's own tools name it: host:port.grpcport."""
+        return f"{LOOPBACK}:{self.ports.filer}.{self.ports.filer_grpc}"
+
     def start(self, key: str, secret: str, timeout: float = 30) -> WeedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         sweep_dead_sockets()
@@ -229,6 +235,7 @@ def recover_table(run_dir: Path, dest: Path, log: Any = print) -> int | None:
     key, secret = "dj-checker", secrets.token_urlsafe(24)
     server.start(key, secret)
     try:
+        _keep_replaced_commits(server, table_uri, run_dir)
         return copy_table(
             table_uri,
             dest,
@@ -241,3 +248,13 @@ def recover_table(run_dir: Path, dest: Path, log: Any = print) -> int | None:
         )
     finally:
         server.stop()
+
+
+def _keep_replaced_commits(server: WeedServer, table_uri: str, run_dir: Path) -> None:
+    """What the store's own log shows of the table's commit files replaced
+    (harness.run.weed_metalog), kept where `check` reads it for a run that
+    wrote no run.json."""
+    doc = replaced_commits(server.filer_address(), table_uri, since_created(server.data_dir))
+    path = run_dir / RECOVERED_REPLACED_COMMITS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from harness.core.procs import ManagedProcess, python_argv
 from harness.core.storage import Storage
 from harness.run.seaweed import DATA_DIR as SEAWEED_DATA_DIR
 from harness.run.seaweed import WeedServer
-from harness.run.weed_metalog import replaced_objects
+from harness.run.weed_metalog import replaced_commits
 from harness.s3proxy.client import ProxyProcess, S3ProxyClient, start_proxy
 
 STORAGE_KINDS = ("s3", "local", "external-s3", "seaweedfs")
@@ -34,7 +33,6 @@ EMBEDDED_BUCKET = "delta-jepsen"
 DEFAULT_REGION = "us-east-1"
 # What clients sign with when the proxy re-signs for an external endpoint.
 PROXY_CLIENT_SECRET = "delta-jepsen-proxy"
-_COMMIT_FILE = re.compile(r"(\d{20})\.json")
 
 
 def start_moto(
@@ -302,19 +300,7 @@ class SeaweedS3(_Embedded):
         own metadata log: SeaweedFS was seen to acknowledge two racing
         conditional PUTs of one key, and an engine must not be blamed for
         the commit the store then lost."""
-        m = re.fullmatch(r"s3a?://([^/]+)/(.*?)/?", table_uri)
-        if m is None:
-            return {"read": False, "error": f"not an S3 table URI: {table_uri}", "versions": []}
-        log_dir = f"/buckets/{m[1]}/{m[2]}/_delta_log/"
-        doc: dict[str, Any] = {"source": "the SeaweedFS filer's metadata log", "read": True, "versions": []}
-        try:
-            got = replaced_objects(self.server, log_dir, time.time() - self._started)
-        except (HarnessError, OSError) as e:
-            return {**doc, "read": False, "error": str(e)}
-        commits = [(int(c[1]), x) for x in got if (c := _COMMIT_FILE.fullmatch(x.path[len(log_dir) :]))]
-        doc["versions"] = sorted({v for v, _ in commits})
-        doc["replacements"] = [{"version": v, "at_ns": x.ts_ns} for v, x in commits]
-        return doc
+        return replaced_commits(self.server.filer_address(), table_uri, time.time() - self._started)
 
     def _secret(self) -> str:
         return self._run_secret

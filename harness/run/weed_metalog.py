@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.procs import venv_bin
-from harness.run.seaweed import LOOPBACK, WeedServer
 
 _WS = re.compile(r"\s*")
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
 
 
 @dataclass(frozen=True)
@@ -90,15 +92,14 @@ def replaced_in(events: list[dict[str, Any]]) -> list[Replaced]:
     return out
 
 
-def replaced_objects(server: WeedServer, path_prefix: str, since_seconds: float, timeout: float = 30) -> list[Replaced]:
+def replaced_objects(filer: str, path_prefix: str, since_seconds: float, timeout: float = 30) -> list[Replaced]:
     """The objects under `path_prefix` (a filer path, /buckets/<bucket>/...)
-    that a write replaced in the last `since_seconds`, from the running
-    server's metadata log."""
-    ports = server.ports
+    that a write replaced in the last `since_seconds`, from the metadata log
+    of the running filer at `filer` (host:port.grpcport)."""
     argv = [
         venv_bin("weed"),
         "filer.meta.tail",
-        f"-filer={LOOPBACK}:{ports.filer}.{ports.filer_grpc}",
+        f"-filer={filer}",
         f"-pathPrefix={path_prefix}",
         f"-timeAgo={max(1, int(since_seconds) + 1)}s",
         "-untilTimeAgo=1ns",
@@ -110,3 +111,32 @@ def replaced_objects(server: WeedServer, path_prefix: str, since_seconds: float,
     if done.returncode != 0:
         raise HarnessError(f"seaweedfs: filer.meta.tail failed: {(done.stderr or done.stdout).strip()[-300:]}")
     return replaced_in(parse_events(done.stdout))
+
+
+def replaced_commits(filer: str, table_uri: str, since_seconds: float) -> dict[str, Any]:
+    """run.json's `store_replaced_commits`: the versions of the table's
+    commit files (`_delta_log/NNN.json`) a second write replaced, and each
+    replacing write; `read` False, with the error, when the log could not
+    be read."""
+    m = re.fullmatch(r"s3a?://([^/]+)/(.*?)/?", table_uri)
+    if m is None:
+        return {"read": False, "error": f"not an S3 table URI: {table_uri}", "versions": []}
+    log_dir = f"/buckets/{m[1]}/{m[2]}/_delta_log/"
+    doc: dict[str, Any] = {"source": "the SeaweedFS filer's metadata log", "read": True, "versions": []}
+    try:
+        got = replaced_objects(filer, log_dir, since_seconds)
+    except (HarnessError, OSError) as e:
+        return {**doc, "read": False, "error": str(e)}
+    commits = [(int(c[1]), x) for x in got if (c := _COMMIT_FILE.fullmatch(x.path[len(log_dir) :]))]
+    doc["versions"] = sorted({v for v, _ in commits})
+    doc["replacements"] = [{"version": v, "at_ns": x.ts_ns} for v, x in commits]
+    return doc
+
+
+def since_created(path: Path) -> float:
+    """Seconds since a store's data directory was made, and a minute more:
+    how far back a recovered run's log is read."""
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime) + 60
+    except OSError:
+        return 7 * 24 * 3600.0
