@@ -29,7 +29,7 @@ from harness.core.errors import HarnessError
 from harness.core.procs import ManagedProcess, owned_tempdir, venv_bin
 from harness.core.storage import RECOVERED_REPLACED_COMMITS
 from harness.deltalog import copy_table
-from harness.run.weed_metalog import replaced_commits, since_created
+from harness.run.weed_metalog import replaced_commits, seconds_since
 
 DATA_DIR = "seaweedfs"  # inside the run folder
 LOOPBACK = "127.0.0.1"
@@ -254,7 +254,7 @@ def _keep_replaced_commits(server: WeedServer, table_uri: str, run_dir: Path) ->
     """What the store's own log shows of the table's commit files replaced
     (harness.run.weed_metalog), kept where `check` reads it for a run that
     wrote no run.json."""
-    doc = replaced_commits(server.filer_address(), table_uri, since_created(server.data_dir))
+    doc = replaced_commits(server.filer_address(), table_uri, seconds_since(run_dir / "spec.json"))
     path = run_dir / RECOVERED_REPLACED_COMMITS
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -122,7 +122,12 @@ def replaced_commits(filer: str, table_uri: str, since_seconds: float) -> dict[s
     if m is None:
         return {"read": False, "error": f"not an S3 table URI: {table_uri}", "versions": []}
     log_dir = f"/buckets/{m[1]}/{m[2]}/_delta_log/"
-    doc: dict[str, Any] = {"source": "the SeaweedFS filer's metadata log", "read": True, "versions": []}
+    doc: dict[str, Any] = {
+        "source": "the SeaweedFS filer's metadata log",
+        "read": True,
+        "window_s": round(since_seconds, 1),
+        "versions": [],
+    }
     try:
         got = replaced_objects(filer, log_dir, since_seconds)
     except (HarnessError, OSError) as e:
@@ -133,10 +138,11 @@ def replaced_commits(filer: str, table_uri: str, since_seconds: float) -> dict[s
     return doc
 
 
-def since_created(path: Path) -> float:
-    """Seconds since a store's data directory was made, and a minute more:
-    how far back a recovered run's log is read."""
+def seconds_since(path: Path) -> float:
+    """Seconds since a file was last written, and a few more: how far back
+    a recovered run's log is read (from its spec.json, written before the
+    run's table was created)."""
     try:
-        return max(0.0, time.time() - path.stat().st_mtime) + 60
+        return max(0.0, time.time() - path.stat().st_mtime) + 5
     except OSError:
         return 7 * 24 * 3600.0
