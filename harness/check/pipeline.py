@@ -394,6 +394,22 @@ def _not_relying_on_dynamodb_conditional_update(protocols: dict[str, Any]) -> li
     return sorted(engine for engine, p in protocols.items() if not _relies_on_coordinator(p))
 
 
+def _as_named(a: Anomaly) -> str:
+    """An anomaly's title as it reads mid-sentence ("this lost write")."""
+    return f"{a.title[:1].lower()}{a.title[1:]}"
+
+
+def _settle(r: CheckResult, mine: list[Anomaly], unknown: str, partial: str) -> None:
+    """A checker some of whose anomalies the store explains: unknown for the
+    engine when it explains them all (`unknown` leads its explanation), else
+    `partial` is added to it."""
+    if len(mine) == len(r.anomalies):
+        r.verdict = Verdict.UNKNOWN
+        r.explanation = f"{unknown} Found: {r.explanation}"
+    else:
+        r.explanation += f" ({partial})"
+
+
 def _store_replaced_commits(run_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
     """run.json's `store_replaced_commits`; for a run whose harness was
     killed, what `check` read of the store's log when it recovered the table."""
@@ -452,8 +468,8 @@ def _store_replacements_explain(results: list[CheckResult], replaced: dict[str, 
     for a, at in told:
         a.explanation = (
             f"The store's own log shows the commit file of version {', '.join(map(str, at))} written twice, the "
-            f"second write replacing the first, which no put-if-absent allows: this {a.title[:1].lower()}"
-            f"{a.title[1:]} is the store's, not the engine's. {a.explanation}"
+            f"second write replacing the first, which no put-if-absent allows: this {_as_named(a)} is the "
+            f"store's, not the engine's. {a.explanation}"
         )
         a.details["store_replaced_commit"] = at
     # Each replacing write lost one commit: a version written three times lost two.
@@ -469,25 +485,21 @@ def _store_replacements_explain(results: list[CheckResult], replaced: dict[str, 
         a.explanation = (
             f"The store's own log shows {replacing} write(s) replacing a commit file already there (version(s) "
             f"{listed}), which no put-if-absent allows, and the engine told this op no "
-            f"version: its commit may be one the store replaced, so this {a.title[:1].lower()}{a.title[1:]} is "
-            f"not shown to be the engine's. {a.explanation}"
+            f"version: its commit may be one the store replaced, so this {_as_named(a)} is not shown to be the "
+            f"engine's. {a.explanation}"
         )
         a.details["store_replaced_commit"] = sorted(versions)
     excused_ids = {id(a) for a, _ in told} | {id(a) for a in untold}
     for r in results:
         mine = [a for a in r.anomalies if id(a) in excused_ids]
-        if not mine:
-            continue
-        if len(mine) == len(r.anomalies):
-            r.verdict = Verdict.UNKNOWN
-            r.explanation = (
+        if mine:
+            _settle(
+                r,
+                mine,
                 f"Unknown for the engine: the store's own log shows commit files replaced (version(s) {listed}), "
-                f"and each of the {len(mine)} anomalies found is a commit lost there. Found: {r.explanation}"
-            )
-        else:
-            r.explanation += (
-                f" ({len(mine)} of the {len(r.anomalies)} anomalies are commits the store's own log shows "
-                "replaced; the others are the engine's.)"
+                f"and each of the {len(mine)} anomalies found is a commit lost there.",
+                f"{len(mine)} of the {len(r.anomalies)} anomalies are commits the store's own log shows "
+                "replaced; the others are the engine's.",
             )
     return len(excused_ids)
 
@@ -520,21 +532,19 @@ def _store_failures_explain(
         for a in mine:
             reason = why[a.kind]
             a.explanation = (
-                f"The store failed its self-check ({reason}): this {a.title[:1].lower()}{a.title[1:]} is the "
-                f"store's, not the engine's. {a.explanation}"
+                f"The store failed its self-check ({reason}): this {_as_named(a)} is the store's, not the "
+                f"engine's. {a.explanation}"
             )
             a.details["store_self_check"] = reason
         excused += len(mine)
-        if len(mine) == len(r.anomalies):
-            r.verdict = Verdict.UNKNOWN
-            r.explanation = (
-                f"Unknown for the engine: the store failed its self-check ({why[mine[0].kind]}), and each of "
-                f"the {len(mine)} anomalies found is one such a store explains. Found: {r.explanation}"
-            )
-        elif mine:
-            r.explanation += (
-                f" ({len(mine)} of the {len(r.anomalies)} anomalies the store's failed self-check explains; "
-                "the others are the engine's.)"
+        if mine:
+            _settle(
+                r,
+                mine,
+                f"Unknown for the engine: the store failed its self-check ({why[mine[0].kind]}), and "
+                f"each of the {len(mine)} anomalies found is one such a store explains.",
+                f"{len(mine)} of the {len(r.anomalies)} anomalies the store's failed self-check explains; "
+                "the others are the engine's.",
             )
     return excused
 
