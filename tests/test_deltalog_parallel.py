@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -151,15 +152,13 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
 
     kinds: set[str] = set()
 
-    fetched: list[int] = []
+    parsed: list[int] = []
     real_fetch = reader._parallel_fetch
 
-    def counting_fetch(store, names, fetch):
-        def fetch_here(item):
-            fetched.append(item[0])
-            return fetch(item)
-
-        yield from real_fetch(store, names, fetch_here)
+    def counting_fetch(*a):
+        for v, body in real_fetch(*a):
+            parsed.append(isinstance(body, _pool._Parsed))
+            yield v, body
 
     monkeypatch.setattr(datafiles, "_unpack_parquet", counting_unpack)
     monkeypatch.setattr(reader, "_parallel_fetch", counting_fetch)
@@ -170,10 +169,11 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
         monkeypatch.setattr(_pool, "_PARALLEL_WINDOW_COMMITS", 4)
         monkeypatch.setattr(_pool, "_PARALLEL_WINDOW_PREFETCH", 5)
         unpacked.clear()
-        fetched.clear()
+        parsed.clear()
         _assert_same(want, _observe(run, prefetch=prefetch))
         # The workers did the work, except for the broken files.
-        assert sum(unpacked) >= len(want["tables"]) - 40 and fetched == []
+        assert sum(unpacked) >= len(want["tables"]) - 40 and len(parsed) == len(want["versions"]) + 2
+        assert sum(parsed) == len(parsed) - 2  # the unparseable one and the one that is not actions
         assert kinds == {"_Rows", "Table"}  # values where they make the same table again, else Arrow
 
 
@@ -336,14 +336,27 @@ def test_json_fast_path_is_json_loads_per_line(pieces: list[bytes]) -> None:
     assert got == want
 
 
-def test_a_worker_sends_a_commits_bytes_as_they_are(tmp_path: Path) -> None:
-    """The parent parses and judges every commit itself; a file the worker
-    cannot read comes back as None, for the parent to read and report."""
-    data = b'{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}\n{"add": '
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINE_PIECES, max_size=12))
+def test_a_commit_a_worker_parsed_is_parsed_again_as_json_would(pieces: list[bytes]) -> None:
+    """The parent parses a worker's commit again without looking for long
+    ints when the worker's orjson parse succeeded: it gets what json gives."""
+    data = b"".join(pieces)
+    with tempfile.TemporaryDirectory() as root:
+        Path(root, "c.json").write_bytes(data)
+        (parsed,) = _pool._pool_read_commits(root, [(1, "c.json")])
+    if parsed is None:
+        return  # the parent reads and judges it the ordinary way
+    assert parsed.actions() == actions._parse_lines(data)
+    assert parsed.orjson == (actions._parse_orjson(data) is not None)
+
+
+def test_a_long_int_in_a_commit_a_worker_parsed_stays_an_int(tmp_path: Path) -> None:
+    data = b'{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}\n'
     (tmp_path / "c.json").write_bytes(data)
-    (tmp_path / "d.json").mkdir()
-    got = _pool._pool_read_commits(str(tmp_path), [(1, "c.json"), (2, "gone.json"), (3, "d.json")])
-    assert got == [data, None, None]
+    (parsed,) = _pool._pool_read_commits(str(tmp_path), [(1, "c.json")])
+    assert parsed is not None and not parsed.orjson
+    assert parsed.actions() == [{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}]
 
 
 _FILE_ACTIONS = st.lists(
@@ -537,8 +550,11 @@ def test_a_withdrawn_task_fails_and_the_worker_goes_on(tmp_path: Path) -> None:
             assert task.done.wait(30)
         assert second.result() is None
 
-        assert first.result() == third.result() and len(third.result()) == 40
-        assert sum(d is not None for d in third.result()) >= 30
+        def datas(task: _pool._WorkerTask) -> list[bytes | None]:
+            return [None if p is None else p.data for p in task.result()]
+
+        assert datas(first) == datas(third) and len(datas(third)) == 40
+        assert sum(d is not None for d in datas(third)) >= 30
     finally:
         worker.stop()
 

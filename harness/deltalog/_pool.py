@@ -1,5 +1,5 @@
-"""Reader processes for tables of many local files: JSON commits read, and
-data files decoded, by niced worker processes a bounded
+"""Reader processes for tables of many local files: JSON commits read, parsed
+and validated, and data files decoded, by niced worker processes a bounded
 window ahead of the thread that replays the log, with the pipe protocol
 (pickled, length-prefixed frames) between them and the batching on top."""
 
@@ -21,6 +21,13 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from harness.core.procs import HELPER_NICE, die_with_parent
+from harness.deltalog.actions import (
+    LogProblem,
+    _check_actions,
+    _parse_orjson,
+    parse_commit_bytes,
+    parse_commit_bytes_by,
+)
 from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
 from harness.deltalog.readahead import _opened_ahead, _take
@@ -32,12 +39,13 @@ from harness.deltalog.schema import _read_parquet
 # help, because every read or decode has to win back the GIL from the thread
 # that parses. Reader processes (``python -m harness.deltalog``, niced) work
 # on batches of files in log order, a bounded window ahead of this thread:
-# JSON commits come back as their bytes, for this thread to parse and judge,
-# data files as Python values or Arrow IPC (one payload per batch, sliced
-# back into files here), commits first. Whatever a worker cannot do (a
-# missing, unreadable or undecodable file, a URI path, a dead worker) comes
-# back as None, and this thread then does it itself the ordinary way, so
-# results and problems are exactly those of the sequential path.
+# JSON commits come back parsed and validated (parse_commit_bytes,
+# _check_actions: the same code), data files as Arrow IPC (one payload per
+# batch, sliced back into files here), commits first. Whatever a worker
+# cannot do (a missing, unreadable, unparseable or invalid file, a URI path,
+# a dead worker) comes back as None, and this thread then does it itself
+# the ordinary way, so results and problems are exactly those of the
+# sequential path.
 #
 # The other modules read the tunables below as ``_pool.NAME`` at the time of
 # use, so that one assignment here (tests lower them) reaches every reader.
@@ -335,16 +343,37 @@ def _local_file(root: str, path: str) -> str | None:
     return os.path.join(root, unquote(path) if "%" in path else path)
 
 
-def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[bytes | None]:
-    """The commits' bytes; None for one that could not be read. This thread
-    parses and judges them: a worker's parse did not spare it its own
-    (sending the actions costs more than parsing their bytes again), and the
-    readers are the longer path of a long check, the time they spent parsing
-    was the check's (1M commits: 0.94 of the time without it)."""
-    out: list[bytes | None] = []
-    for fd in _opened_ahead([os.path.join(root, rel) for _, rel in items]):
+class _Parsed:
+    """A commit a worker process read, parsed and validated: its bytes (they
+    cost less to send and parse again than its actions cost to send), the
+    problems _check_actions found (only commits with no fatal error), and
+    whether orjson parsed it (then it has no int orjson may misread, and
+    the parent need not look for one again)."""
+
+    __slots__ = ("data", "problems", "orjson")
+
+    def __init__(self, data: bytes, problems: list[LogProblem], orjson: bool = False) -> None:
+        self.data = data
+        self.problems = problems
+        self.orjson = orjson
+
+    def __reduce__(self) -> tuple:
+        return (_Parsed, (self.data, self.problems, self.orjson))
+
+    def actions(self) -> list[dict]:
+        got = _parse_orjson(self.data, digits_checked=True) if self.orjson else None
+        return got if got is not None else parse_commit_bytes(self.data)
+
+
+def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed | None]:
+    out: list[_Parsed | None] = []
+    fds = _opened_ahead([os.path.join(root, rel) for _, rel in items])
+    for (version, _rel), fd in zip(items, fds, strict=True):
         try:
-            out.append(_take(fd))
+            data = _take(fd)
+            actions, fast = parse_commit_bytes_by(data)
+            err, problems = _check_actions(version, actions)
+            out.append(None if err else _Parsed(data, problems, fast))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out

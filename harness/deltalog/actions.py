@@ -267,18 +267,26 @@ def parse_commit_bytes(data: bytes) -> list[dict]:
     Splits on b"\\n" only: str.splitlines would also split on U+2028 etc.,
     which serde_json (delta-rs) writes unescaped inside strings.
     """
+    return parse_commit_bytes_by(data)[0]
+
+
+def parse_commit_bytes_by(data: bytes) -> tuple[list[dict], bool]:
+    """parse_commit_bytes, and whether orjson parsed it (then the bytes hold
+    no int orjson may misread: _parse_orjson need not look again)."""
     actions = _parse_orjson(data)
-    if actions is None:
-        actions = _parse_utf8_lines(data)
-    return actions if actions is not None else _parse_lines(data)
+    if actions is not None:
+        return actions, True
+    actions = _parse_utf8_lines(data)
+    return (actions if actions is not None else _parse_lines(data)), False
 
 
-def _parse_orjson(data: bytes) -> list[Any] | None:
+def _parse_orjson(data: bytes, digits_checked: bool = False) -> list[Any] | None:
     """orjson where it gives exactly what json.loads gives (4x faster on a
     long log), else None. It refuses whatever json reads otherwise or only
     with care (NaN, lone surrogates, a BOM, bytes not UTF-8: the other
-    paths decide those), and an int of 19 digits or more is left to json."""
-    if orjson is None or has_long_digits(data):
+    paths decide those), and an int of 19 digits or more is left to json.
+    `digits_checked`: a worker process found no such int in these bytes."""
+    if orjson is None or (not digits_checked and has_long_digits(data)):
         return None
     actions = []
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import harness.deltalog._pool as _pool
-from harness.deltalog._pool import _BatchStream
+from harness.deltalog._pool import _BatchStream, _Parsed
 from harness.deltalog.actions import LogProblem, _int, parse_commit_bytes
 from harness.deltalog.checkpoints import _Checkpoint
 from harness.deltalog.coordinated import (
@@ -80,9 +80,10 @@ def _classify(log: TransactionLog, names: list[str]) -> list[tuple[int, str]]:
 
 def _parallel_fetch(
     store: _LocalStore, commit_names: list[tuple[int, str]], fetch: Any
-) -> Iterator[tuple[int, bytes | Exception]]:
-    """Commit files read by worker processes, in version order; a file they
-    could not read is fetched here."""
+) -> Iterator[tuple[int, bytes | Exception | _Parsed]]:
+    """Commit files read, parsed and validated by worker processes, in
+    version order; a file they could not read, parse or accept is fetched
+    here, to be judged the ordinary way."""
     stream = _BatchStream("commits", store._root_str, _pool._PARALLEL_WINDOW_COMMITS)
     stream.extend((v, f"{LOG_DIR}/{name}") for v, name in commit_names)
     stream.finish()
@@ -91,8 +92,8 @@ def _parallel_fetch(
             start, n, result = batch
             if not isinstance(result, list) or len(result) != n:
                 result = [None] * n
-            for item, body in zip(commit_names[start : start + n], result, strict=False):
-                yield (item[0], body) if isinstance(body, bytes) else fetch(item)
+            for item, parsed in zip(commit_names[start : start + n], result, strict=False):
+                yield (item[0], parsed) if isinstance(parsed, _Parsed) else fetch(item)
     finally:
         stream.close()
 
@@ -102,8 +103,14 @@ def _parse_bodies(
     bodies: Iterable[tuple[int, Any]],
     added: Any = None,
 ) -> None:
-    """Add each commit: its bytes, or the exception reading it raised."""
+    """Add each commit: its bytes, the exception reading it raised, or what
+    a worker process made of it (_Parsed)."""
     for v, body in bodies:
+        if isinstance(body, _Parsed):
+            log._add_commit(v, body.actions(), body.problems)
+            if added is not None and v in log.commits:
+                added(log.commits[v])
+            continue
         if isinstance(body, Exception):
             log._unreadable.add(v)
             log.problems.append(LogProblem("unreadable", v, f"could not read: {type(body).__name__}: {body}"[:500]))
