@@ -399,11 +399,11 @@ def _as_named(a: Anomaly) -> str:
     return f"{a.title[:1].lower()}{a.title[1:]}"
 
 
-def _settle(r: CheckResult, mine: list[Anomaly], unknown: str, partial: str) -> None:
-    """A checker some of whose anomalies the store explains: unknown for the
-    engine when it explains them all (`unknown` leads its explanation), else
-    `partial` is added to it."""
-    if len(mine) == len(r.anomalies):
+def _settle(r: CheckResult, explained: int, unknown: str, partial: str) -> None:
+    """A checker `explained` of whose anomalies the store explains: unknown
+    for the engine when that is all of them (`unknown` leads its
+    explanation), else `partial` is added to it."""
+    if explained == len(r.anomalies):
         r.verdict = Verdict.UNKNOWN
         r.explanation = f"{unknown} Found: {r.explanation}"
     else:
@@ -495,7 +495,7 @@ def _store_replacements_explain(results: list[CheckResult], replaced: dict[str, 
         if mine:
             _settle(
                 r,
-                mine,
+                len(mine),
                 f"Unknown for the engine: the store's own log shows commit files replaced (version(s) {listed}), "
                 f"and each of the {len(mine)} anomalies found is a commit lost there.",
                 f"{len(mine)} of the {len(r.anomalies)} anomalies are commits the store's own log shows "
@@ -540,7 +540,7 @@ def _store_failures_explain(
         if mine:
             _settle(
                 r,
-                mine,
+                len(mine),
                 f"Unknown for the engine: the store failed its self-check ({why[mine[0].kind]}), and "
                 f"each of the {len(mine)} anomalies found is one such a store explains.",
                 f"{len(mine)} of the {len(r.anomalies)} anomalies the store's failed self-check explains; "
