@@ -102,9 +102,13 @@ def _covers(prefix: str, module: str) -> bool:
 
 
 def modules(root: Path) -> dict[str, Path]:
+    """The project's modules: its Python files, and the C extensions by
+    their stubs (a .pyi with no .py beside it)."""
     out = {}
     for r in ROOTS:
-        for p in sorted((root / r).rglob("*.py")):
+        for p in sorted((root / r).rglob("*.py")) + sorted((root / r).rglob("*.pyi")):
+            if p.suffix == ".pyi" and p.with_suffix(".py").exists():
+                continue
             name = ".".join(p.relative_to(root).with_suffix("").parts)
             out[name.removesuffix(".__init__")] = p
     return out

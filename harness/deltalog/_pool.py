@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import unquote
 
@@ -32,6 +33,12 @@ from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
 from harness.deltalog.readahead import _opened_ahead, _take
 from harness.deltalog.schema import _read_parquet
+
+_fastpq: ModuleType | None
+try:  # built with the project (pyproject.toml); without it Arrow decodes every file
+    import harness.deltalog._fastpq as _fastpq
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _fastpq = None
 
 # A long run's table is 100k+ small files: JSON commits and parquet data
 # files. Per file, this thread would wait for the disk (page-cache misses are
@@ -385,34 +392,50 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
     columns' values as Python lists where the schema's types come back
     from them exactly (_list_safe), else Arrow IPC."""
     entries: list[tuple[int, int, int] | None] = []
-    groups: list[list[pa.Table]] = []
+    # Each group: its schema, and its files as Arrow tables or column lists.
+    groups: list[tuple[pa.Schema, list[pa.Table | list[list[Any]]]]] = []
     offset = 0
     fds = _opened_ahead([_local_file(root, path) for path in paths])
     for fd in fds:
         try:
-            table = _read_parquet(_take(fd))
+            schema, got, n = _decode_parquet(_take(fd))
         except Exception:  # noqa: BLE001 - the parent retries it and reports
             entries.append(None)
             continue
-        n = table.num_rows
-        if groups and groups[-1][0].schema.equals(table.schema, check_metadata=True):
-            groups[-1].append(table)
+        if groups and (groups[-1][0] is schema or groups[-1][0].equals(schema, check_metadata=True)):
+            groups[-1][1].append(got)
         else:
-            groups.append([table])
+            groups.append((schema, [got]))
             offset = 0
         entries.append((len(groups) - 1, offset, n))
         offset += n
     payloads: list[Any] = []
-    for gi, group in enumerate(groups):
+    for gi, (schema, files) in enumerate(groups):
         try:
+            if _list_safe(schema):
+                # The parent's checkers want Python values: one conversion
+                # per column of a run of Arrow-decoded files here, not one
+                # per file there.
+                cols: list[list[Any]] = [[] for _ in schema]
+                tables: list[pa.Table] = []
+                for got in [*files, None]:
+                    if isinstance(got, pa.Table):
+                        tables.append(got)
+                        continue
+                    if tables:
+                        table = pa.concat_tables(tables).combine_chunks() if len(tables) > 1 else tables[0]
+                        for col, c in zip(cols, table.columns, strict=True):
+                            col += c.to_pylist()
+                        tables = []
+                    if got is not None:
+                        for col, c in zip(cols, got, strict=True):
+                            col += c
+                payloads.append((schema, cols))
+                continue
             # One contiguous batch: per-file record batches would cost more
             # to frame than the files cost to decode.
-            table = pa.concat_tables(group).combine_chunks() if len(group) > 1 else group[0]
-            if _list_safe(table.schema):
-                # The parent's checkers want Python values: one conversion
-                # per column of the batch here, not one per file there.
-                payloads.append((table.schema, [c.to_pylist() for c in table.columns]))
-                continue
+            arrow = [t for t in files if isinstance(t, pa.Table)]  # all of them: not _list_safe
+            table = pa.concat_tables(arrow).combine_chunks() if len(arrow) > 1 else arrow[0]
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, table.schema) as writer:
                 writer.write_table(table)
@@ -421,6 +444,62 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
             payloads.append(b"")
             entries = [None if e is not None and e[0] == gi else e for e in entries]
     return entries, payloads
+
+
+# Arrow's view types (delta-rs 1.x writes its strings as them), where this
+# pyarrow has them: string_view, binary_view.
+_VIEW_TYPES = (pa.string_view(), pa.binary_view()) if hasattr(pa, "string_view") else ()
+
+
+# The Python value each Arrow type of a data file's column becomes, as the
+# kind _fastpq decodes it (None: Arrow decodes the file).
+_FAST_KINDS = {
+    pa.int32(): "i",
+    pa.uint32(): "I",
+    pa.int64(): "q",
+    pa.uint64(): "Q",
+    pa.float32(): "f",
+    pa.float64(): "d",
+    pa.bool_(): "b",
+    pa.string(): "s",
+    pa.large_string(): "s",
+    pa.binary(): "y",
+    pa.large_binary(): "y",
+    **dict.fromkeys(_VIEW_TYPES[:1], "s"),
+    **dict.fromkeys(_VIEW_TYPES[1:], "y"),
+}
+# By a footer's key (its bytes but the row counts and row groups, which is
+# all the Arrow schema is made from): that schema, as Arrow read the first
+# file with it, and the kinds _fastpq decodes such files' columns as.
+_fast_schemas: dict[bytes, pa.Schema] = {}
+_fast_kinds: dict[bytes, str | None] = {}
+_FAST_SCHEMAS_KEPT = 256
+
+
+def _decode_parquet(data: bytes) -> tuple[pa.Schema, pa.Table | list[list[Any]], int]:
+    """A data file's schema, its values (as column lists where _fastpq
+    decodes it, else its Arrow table) and its row count. The first file of
+    each footer key is Arrow's, and _fastpq is used for that key only if it
+    decodes that file to the very values Arrow does."""
+    got = _fastpq.decode(data, _fast_kinds) if _fastpq is not None else None
+    if got is not None and got[1] is not None:
+        cols = got[1]
+        return _fast_schemas[got[0]], cols, len(cols[0])
+    table = _read_parquet(data)
+    schema = table.schema  # a new object each time it is asked for
+    if _fastpq is not None and got is not None and got[0] not in _fast_kinds:
+        key = got[0]
+        if len(_fast_kinds) >= _FAST_SCHEMAS_KEPT:
+            _fast_kinds.clear()
+            _fast_schemas.clear()
+        kinds = "".join(_FAST_KINDS.get(f.type, "?") for f in schema)
+        _fast_schemas[key] = schema
+        _fast_kinds[key] = kinds if kinds and "?" not in kinds and _list_safe(schema) else None
+        if _fast_kinds[key] is not None:
+            again = _fastpq.decode(data, _fast_kinds)
+            if again is not None and again[1] is not None and again[1] != [c.to_pylist() for c in table.columns]:
+                _fast_kinds[key] = None
+    return schema, table, table.num_rows
 
 
 def _list_safe(schema: pa.Schema) -> bool:
@@ -436,6 +515,7 @@ def _list_safe(schema: pa.Schema) -> bool:
         or t.is_large_string(f.type)
         or t.is_binary(f.type)
         or t.is_large_binary(f.type)
+        or f.type in _VIEW_TYPES
         or t.is_date32(f.type)
         or t.is_null(f.type)
         for f in schema

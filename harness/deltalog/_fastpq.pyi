@@ -1,0 +1,3 @@
+from typing import Any
+
+def decode(data: bytes, kinds: dict[bytes, str | None]) -> tuple[bytes, list[list[Any]] | None] | None: ...
