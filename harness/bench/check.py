@@ -182,10 +182,10 @@ def bench_check(
         )
         if not fast:
             # What this machine cannot go below: every data file is decoded
-            # (its rows are what a transaction wrote), at the speed measured
-            # above, on every core at once.
+            # (its rows are what a transaction wrote), at the reader
+            # processes' speed measured above, on every core at once.
             files = _data_files(run_dir)
-            floor = files * machine["parquet_decode_us"] / 1e6 / (os.cpu_count() or 1)
+            floor = files * machine["reader_decode_us"] / 1e6 / (os.cpu_count() or 1)
             line += f"; decoding its {files:,} data files alone takes >= {floor:.1f} s on this machine's cores"
         line += ")"
         if mb is not None:

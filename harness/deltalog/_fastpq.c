@@ -448,6 +448,8 @@ static int unhybrid(Rd *r, int bw, uint32_t *out, int64_t n) {
             for (size_t b = 0; b < vbytes; b++)
                 v |= (uint32_t)r->p[b] << (8 * b);
             r->p += vbytes;
+            if (bw < 32 && (v >> bw) != 0)
+                return 0; /* wider than its width: a level or an index out of range */
             for (uint64_t k = 0; k < count && i < n; k++)
                 out[i++] = v;
         }
