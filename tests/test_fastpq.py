@@ -98,11 +98,6 @@ def _same(a: list[list[Any]], b: list[list[Any]]) -> bool:
     return len(a) == len(b) and all(len(c) == len(d) and all(map(one, c, d)) for c, d in zip(a, b, strict=True))
 
 
-def _kinds(schema: pa.Schema) -> str | None:
-    kinds = "".join(_pool._FAST_KINDS.get(f.type, "?") for f in schema)
-    return None if "?" in kinds else kinds
-
-
 @settings(
     max_examples=int(os.environ.get("FASTPQ_EXAMPLES", 400)),
     deadline=None,
@@ -115,7 +110,7 @@ def test_decodes_what_arrow_reads_or_declines(case: tuple[pa.Table, set[str]], l
     arrow = _read_parquet(data)
     key, declined = _fastpq.decode(data, {})
     assert declined is None  # an unknown footer: nothing decoded
-    kinds = _kinds(arrow.schema)
+    kinds = _pool._kinds_of(arrow.schema)
     got = _fastpq.decode(data, {key: kinds} if kinds else {})
     assert got is not None and got[0] == key
     if got[1] is not None:

@@ -447,8 +447,8 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
 
 
 # Arrow's view types (delta-rs 1.x writes its strings as them), where this
-# pyarrow has them: string_view, binary_view.
-_VIEW_TYPES = (pa.string_view(), pa.binary_view()) if hasattr(pa, "string_view") else ()
+# pyarrow has them, and the kind _fastpq decodes each as.
+_VIEW_KINDS = {pa.string_view(): "s", pa.binary_view(): "y"} if hasattr(pa, "string_view") else {}
 
 
 # The Python value each Arrow type of a data file's column becomes, as the
@@ -465,8 +465,7 @@ _FAST_KINDS = {
     pa.large_string(): "s",
     pa.binary(): "y",
     pa.large_binary(): "y",
-    **dict.fromkeys(_VIEW_TYPES[:1], "s"),
-    **dict.fromkeys(_VIEW_TYPES[1:], "y"),
+    **_VIEW_KINDS,
 }
 # By a footer's key (its bytes but the row counts and row groups, which is
 # all the Arrow schema is made from): that schema, as Arrow read the first
@@ -492,14 +491,20 @@ def _decode_parquet(data: bytes) -> tuple[pa.Schema, pa.Table | list[list[Any]],
         if len(_fast_kinds) >= _FAST_SCHEMAS_KEPT:
             _fast_kinds.clear()
             _fast_schemas.clear()
-        kinds = "".join(_FAST_KINDS.get(f.type, "?") for f in schema)
         _fast_schemas[key] = schema
-        _fast_kinds[key] = kinds if kinds and "?" not in kinds and _list_safe(schema) else None
+        _fast_kinds[key] = _kinds_of(schema)
         if _fast_kinds[key] is not None:
             again = _fastpq.decode(data, _fast_kinds)
             if again is not None and again[1] is not None and again[1] != [c.to_pylist() for c in table.columns]:
                 _fast_kinds[key] = None
     return schema, table, table.num_rows
+
+
+def _kinds_of(schema: pa.Schema) -> str | None:
+    """The kind _fastpq decodes each column of a schema as; None where it
+    decodes none of its files."""
+    kinds = "".join(_FAST_KINDS.get(f.type, "?") for f in schema)
+    return kinds if kinds and "?" not in kinds and _list_safe(schema) else None
 
 
 def _list_safe(schema: pa.Schema) -> bool:
@@ -515,7 +520,7 @@ def _list_safe(schema: pa.Schema) -> bool:
         or t.is_large_string(f.type)
         or t.is_binary(f.type)
         or t.is_large_binary(f.type)
-        or f.type in _VIEW_TYPES
+        or f.type in _VIEW_KINDS
         or t.is_date32(f.type)
         or t.is_null(f.type)
         for f in schema
