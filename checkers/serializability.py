@@ -133,9 +133,15 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
                 f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
                 "and no new row says which op wrote it"
             )
-        new_keys = {k for k, _, _ in new}
-        writes = tuple(Write(k, p, attrs.get(k)) for k, _, p in new)
-        deletes = tuple(RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys)
+        if attrs:
+            writes = tuple([Write(k, p, attrs.get(k)) for k, _, p in new])
+        else:
+            writes = tuple([Write(k, p) for k, _, p in new])
+        if removed_now:
+            new_keys = {k for k, _, _ in new}
+            deletes = tuple([RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys])
+        else:
+            deletes = ()
         op = ops.get(tid)
         reads, preds = _declared_reads(op)
         reads += _absent_reads(op, writes, last_delete)
@@ -153,7 +159,8 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
         txns.append(txn)
         if columns is not None:
             columns.add_txn(txn)
-        last_delete.update((d.key, tid) for d in deletes)
+        if deletes:
+            last_delete.update((d.key, tid) for d in deletes)
     assumed = "/".join(sorted(assumed_levels)) if node_default else default
     return TxnHistory(txns, failed, unknown, assumed if level_assumed else None)
 
@@ -168,7 +175,7 @@ def _declared_reads(op: Op | None) -> tuple[tuple[RowRef, ...], tuple[Predicate,
     if op is None or not isinstance(op.invoke.value, dict):
         return (), ()
     v = op.invoke.value
-    reads = tuple(RowRef(k, w if w is not None else INITIAL) for k, w in (op.value or {}).get("reads", []) or [])
+    reads = tuple([RowRef(k, w if w is not None else INITIAL) for k, w in (op.value or {}).get("reads", []) or []])
     pred = v.get("predicate")
     preds = (Predicate(pred[0], pred[1]),) if isinstance(pred, (list, tuple)) and len(pred) == 2 else ()
     return reads, preds

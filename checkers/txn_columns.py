@@ -231,8 +231,12 @@ class ColumnsBuilder:
         isolation: str,
         operation: str,
     ) -> None:
-        code, index, later = self._code, self.index, self._later
+        index, later = self.index, self._later
         rk, rw = self.ref_key, self.ref_writer
+        # A long log codes millions of keys: the dict's get inline, the
+        # method only for a key seen first or a declared key range.
+        get = self.key_code.get if self.key_range is None else None
+        code = self._code
         ids = self.ids
         if tid in index:
             self._twice.append(tid)
@@ -245,17 +249,22 @@ class ColumnsBuilder:
         installed = []
         observed = [(r.key, r.writer) for r in reads]
         for wr in writes:
-            installed.append(code(wr.key))
+            k = wr.key
+            c = get(k) if get is not None else None
+            installed.append(code(k) if c is None else c)
             if wr.prev is not None:
-                observed.append((wr.key, wr.prev))
+                observed.append((k, wr.prev))
             else:
                 self.ins_key.append(installed[-1])
-                self.ins_attr.append(wr.key if wr.attr is None else wr.attr)
+                self.ins_attr.append(k if wr.attr is None else wr.attr)
         for d in deletes:
-            installed.append(code(d.key))
-            observed.append((d.key, d.writer))
+            k = d.key
+            c = get(k) if get is not None else None
+            installed.append(code(k) if c is None else c)
+            observed.append((k, d.writer))
         for k, writer in observed:
-            rk.append(code(k))
+            c = get(k) if get is not None else None
+            rk.append(code(k) if c is None else c)
             w = index.get(writer)
             if w is None:
                 w = INITIAL_CODE
