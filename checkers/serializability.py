@@ -133,10 +133,7 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
                 f"commit {version} deleted {len(removed_now)} row version(s) but names no op, "
                 "and no new row says which op wrote it"
             )
-        if attrs:
-            writes = tuple([Write(k, p, attrs.get(k)) for k, _, p in new])
-        else:
-            writes = tuple([Write(k, p) for k, _, p in new])
+        writes = tuple([Write(k, p, attrs.get(k)) for k, _, p in new])
         if removed_now:
             new_keys = {k for k, _, _ in new}
             deletes = tuple([RowRef(k, w) for k, w in sorted(removed_now, key=repr) if k not in new_keys])

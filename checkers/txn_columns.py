@@ -234,9 +234,9 @@ class ColumnsBuilder:
         index, later = self.index, self._later
         rk, rw = self.ref_key, self.ref_writer
         # A long log codes millions of keys: the dict's get inline, the
-        # method only for a key seen first or a declared key range.
-        get = self.key_code.get if self.key_range is None else None
-        code = self._code
+        # method only for a key seen first (or any key of a declared key
+        # range, which leaves the dict empty).
+        get, code = self.key_code.get, self._code
         ids = self.ids
         if tid in index:
             self._twice.append(tid)
@@ -250,7 +250,7 @@ class ColumnsBuilder:
         observed = [(r.key, r.writer) for r in reads]
         for wr in writes:
             k = wr.key
-            c = get(k) if get is not None else None
+            c = get(k)
             installed.append(code(k) if c is None else c)
             if wr.prev is not None:
                 observed.append((k, wr.prev))
@@ -259,11 +259,11 @@ class ColumnsBuilder:
                 self.ins_attr.append(k if wr.attr is None else wr.attr)
         for d in deletes:
             k = d.key
-            c = get(k) if get is not None else None
+            c = get(k)
             installed.append(code(k) if c is None else c)
             observed.append((k, d.writer))
         for k, writer in observed:
-            c = get(k) if get is not None else None
+            c = get(k)
             rk.append(code(k) if c is None else c)
             w = index.get(writer)
             if w is None:
