@@ -17,11 +17,11 @@ version from ``commitInfo.readVersion`` or, where the engine reports it, the op.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from checkers.base import Anomaly, CheckResult, Verdict, no_versions
 from checkers.facts import commit_op_id
+from checkers.row_versions import fresh, keep, settle, take
 from checkers.txn_columns import ColumnsBuilder
 from checkers.txn_graph import TxnAnalysis, analyze
 from checkers.txn_model import INITIAL, Predicate, RowRef, Txn, TxnHistory, Write
@@ -61,7 +61,8 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
     level_assumed = False
     alive: dict[str, list[tuple[Any, str, Any]]] = {}  # path -> row versions (key, writer, prev)
     attrs: dict[Any, Any] = {}  # row key -> predicate attribute, where it differs
-    live_versions: dict[tuple[Any, str], int] = defaultdict(int)  # (key, writer) -> copies alive
+    live_versions: dict[tuple[Any, str], int] = {}  # (key, writer) -> copies alive
+    dropped: set[tuple[Any, str]] = set()  # (key, writer) alive before, no copy now
     txns: list[Txn] = []
     unknown: dict[str, str] = {}
     last_delete: dict[Any, str] = {}  # key -> txn that last deleted it, so far in commit order
@@ -72,9 +73,7 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
     for version, commit, adds, removes in log.replay():
         if version == 0 and commit.metadata is not None and not adds:
             continue  # the table's creation
-        before_removed: list[tuple[Any, str, Any]] = []
-        for rm in removes:
-            before_removed += alive.pop(rm["path"], [])
+        before_removed = take(alive, removes)
         added: list[tuple[Any, str, Any]] = []
         for add in adds:
             rows = log.add_values(add)
@@ -85,21 +84,17 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
                     # strict=False: a file without a key column has no keys, and so
                     # no attributes and no row versions.
                     attrs.update(zip(keys, attr, strict=False))
-            writers = rows.column("writer") or [None] * len(keys)
-            prevs = rows.column("prev_writer") or [None] * len(keys)
+            writers = rows.column("writer") or None
+            prevs = rows.column("prev_writer") or None
             if strays:
-                writers = [strays.get((k, w), w) for k, w in zip(keys, writers, strict=False)]
-                prevs = [strays.get((k, p), p) for k, p in zip(keys, prevs, strict=False)]
-            versions = list(zip(keys, writers, prevs, strict=False))
-            alive[add["path"]] = versions
-            added += versions
+                writers = [strays.get((k, w), w) for k, w in zip(keys, writers or [None] * len(keys), strict=False)]
+                prevs = [strays.get((k, p), p) for k, p in zip(keys, prevs or [None] * len(keys), strict=False)]
+            keep(alive, add["path"], keys, writers, prevs, added)
         # New iff no copy of (key, writer) was alive before this commit;
         # rewritten files carry unchanged versions over under the old writer,
         # and so does a deletion-vector update, remove(F) + add(F, DV): the
         # rows its DV deletes are in before_removed only, so deleted.
-        # Each row version's (key, writer) built once: a long log has millions.
-        added_ids = [(k, w) for k, w, _ in added]
-        new = [r for r, kw in zip(added, added_ids, strict=True) if not live_versions.get(kw)]
+        added_ids, new = fresh(live_versions, added)
         op_id = commit_op_id(commit.commit_info or {})
         if op_id is None:
             new_writers = {w for _, w, _ in new}
@@ -109,7 +104,7 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
                 # Versions never alive before are a commit's own writes; the
                 # others among its new ones are dropped versions come back
                 # (delta-rs 0.8.1 re-adding rows an earlier overwrite replaced).
-                new_writers = {w for k, w, _ in new if (k, w) not in live_versions}
+                new_writers = {w for k, w, _ in new if (k, w) not in live_versions and (k, w) not in dropped}
             if len(new_writers) == 1:
                 op_id = next(iter(new_writers))
         tid = f"v{version}" if op_id is None else str(op_id)
@@ -120,12 +115,7 @@ def extract(history: History, log: TransactionLog, columns: ColumnsBuilder | Non
                 alive[add["path"]] = _renamed(alive[add["path"]], strays)
             added, new = _renamed(added, strays), _renamed(new, strays)
             added_ids = [(k, w) for k, w, _ in added]
-        removed_ids = [(k, w) for k, w, _ in before_removed]
-        removed_now = set(removed_ids).difference(added_ids)
-        for kw in removed_ids:
-            live_versions[kw] -= 1
-        for kw in added_ids:
-            live_versions[kw] += 1
+        removed_now = settle(live_versions, dropped, before_removed, added_ids)
         if op_id is None and removed_now:
             # No new rows and no op id in the log (e.g. a DELETE by an engine
             # that does not tag commits): whose commit this is stays unknown.
