@@ -156,6 +156,7 @@ class TransactionLog:
         # file_rows turns one into its table; whether a schema is as stored.
         self._file_values: dict[str, _Rows] = {}
         self._stored_cache: dict[int, tuple[_Schema, bool]] = {}
+        self._stored_span: tuple[int, int, bool] = (0, 0, False)  # versions [lo, hi) where _as_stored is the same
         self._property_cache: dict[tuple[int, str], tuple[dict | None, Any]] = {}
         # Checkpoints the worker processes are reading for check_checkpoints.
         self._ck_stream: _BatchStream | None = None
@@ -194,6 +195,7 @@ class TransactionLog:
         self.problems.sort(key=lambda p: -1 if p.version is None else p.version)
 
     def _index(self) -> None:
+        self._stored_span = (0, 0, False)
         self._versions = sorted(self.commits)
         for v in self._versions:
             c = self.commits[v]
@@ -655,6 +657,9 @@ class TransactionLog:
         column mapping renames them and no partition column is added (what
         _logical leaves alone)."""
         version, add = self._add_index.get(path, (None, None))
+        span = self._stored_span
+        if version is not None and span[0] <= version < span[1]:
+            return span[2]
         schema = self._schema_at(version)
         if schema is None:
             return not (add or {}).get("partitionValues")
@@ -662,6 +667,15 @@ class TransactionLog:
         if hit is None or hit[0] is not schema:
             plain = not schema.partition_columns and all(f.physical == f.name for f in schema.fields)
             hit = self._stored_cache[id(schema)] = (schema, plain)
+        if version is not None and version < self._first_hole:
+            # Up to the next metaData the schema is this one: the files of a
+            # long log's replay come in version order, and most share it.
+            i = bisect.bisect_right(self._meta_versions, version)
+            if i > 0:
+                end = (
+                    min(self._meta_versions[i], self._first_hole) if i < len(self._meta_versions) else self._first_hole
+                )
+                self._stored_span = (self._meta_versions[i - 1], end, hit[1])
         return hit[1]
 
     def add_rows(self, add: dict) -> pa.Table:
