@@ -229,12 +229,14 @@ def _check_actions(version: int | None, actions: Any) -> tuple[str | None, list[
         if not isinstance(inner, dict):
             return f"action {i} ({kind}) is not an object", []
         if kind in ("add", "remove"):
-            if not isinstance(inner.get("path"), str):
+            path = inner.get("path")
+            if not isinstance(path, str):
                 return f"action {i} ({kind}) has no string path", []
             pv = inner.get("partitionValues")
             if pv is not None and not isinstance(pv, dict):
                 return f"action {i} ({kind}) has non-object partitionValues", []
-            key = _file_key(inner)
+            # Most file actions have no deletion vector: keyed without a call.
+            key = (path, None) if inner.get("deletionVector") is None else _file_key(inner)
             seen[key] = seen.get(key, 0) + 1
         elif kind == "metaData":
             n_meta += 1
