@@ -177,6 +177,31 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
         assert kinds == {"_Rows", "Table"}  # values where they make the same table again, else Arrow
 
 
+def test_commit_batches_the_checking_thread_reads_itself_change_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: None
+) -> None:
+    # Never finding the next batch done, the checking thread reads the last
+    # one in flight itself, again and again: the log is the same, damage
+    # and all, as one read in order by one thread.
+    run = _broken_run(tmp_path)
+    with monkeypatch.context() as m:
+        _sequential(m)
+        want = _observe(run, prefetch=False)
+    taken: list[tuple[int, int]] = []
+    take_back = _pool._BatchStream.take_back
+
+    def taking(self: _pool._BatchStream) -> tuple[int, int] | None:
+        got = take_back(self)
+        if got is not None:
+            taken.append(got)
+        return got
+
+    monkeypatch.setattr(_pool._BatchStream, "front_ready", lambda self: False)
+    monkeypatch.setattr(_pool._BatchStream, "take_back", taking)
+    _assert_same(want, _observe(run, prefetch=True))
+    assert len(taken) > 10 and len({start for start, _ in taken}) == len(taken)
+
+
 def test_check_run_verdicts_are_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = tmp_path / "run"
     write_run(run, 300, seed=4, inject="G2-item", checkpoint_interval=50)

@@ -357,22 +357,30 @@ class _Parsed:
     whether orjson parsed it (then it has no int orjson may misread, and
     the parent need not look for one again)."""
 
-    __slots__ = ("data", "problems", "orjson")
+    __slots__ = ("data", "problems", "orjson", "parsed")
 
-    def __init__(self, data: bytes, problems: list[LogProblem], orjson: bool = False) -> None:
+    def __init__(
+        self, data: bytes, problems: list[LogProblem], orjson: bool = False, parsed: list[dict] | None = None
+    ) -> None:
         self.data = data
         self.problems = problems
         self.orjson = orjson
+        self.parsed = parsed  # its actions, where it was read in this process
 
     def __reduce__(self) -> tuple:
         return (_Parsed, (self.data, self.problems, self.orjson))
 
     def actions(self) -> list[dict]:
+        if self.parsed is not None:
+            got, self.parsed = self.parsed, None
+            return got
         got = _parse_orjson(self.data, digits_checked=True) if self.orjson else None
         return got if got is not None else parse_commit_bytes(self.data)
 
 
-def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed | None]:
+def _pool_read_commits(root: str, items: list[tuple[int, str]], keep: bool = False) -> list[_Parsed | None]:
+    """Commit files read, parsed and validated (a worker's task); `keep`:
+    in the process that uses them, which keeps the parsed actions."""
     out: list[_Parsed | None] = []
     fds = _opened_ahead([os.path.join(root, rel) for _, rel in items])
     for (version, _rel), fd in zip(items, fds, strict=True):
@@ -380,7 +388,7 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]]) -> list[_Parsed 
             data = _take(fd)
             actions, fast = parse_commit_bytes_by(data)
             err, problems = _check_actions(version, actions)
-            out.append(None if err else _Parsed(data, problems, fast))
+            out.append(None if err else _Parsed(data, problems, fast, actions if keep else None))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out
@@ -630,6 +638,20 @@ class _BatchStream:
         """Whether next() would return without waiting for a worker."""
         self._submit()
         return not self.tasks or self.tasks[0][2] is None or self.tasks[0][2].done.is_set()
+
+    def take_back(self) -> tuple[int, int] | None:
+        """(first item, items) of the batch submitted last, withdrawn from
+        its worker for the caller to do itself while it waits for the
+        first (done in order, the front batches stay with the workers).
+        None when fewer than three are in flight or the last is done."""
+        if len(self.tasks) < 3:
+            return None
+        start, n, task = self.tasks[-1]
+        if task is None or task.done.is_set():
+            return None
+        self.tasks.pop()
+        task.withdraw()
+        return start, n
 
     def take_last(self) -> tuple[int, int] | None:
         """(first item, items) of the last batch, withdrawn from its worker

@@ -87,13 +87,32 @@ def _parallel_fetch(
     stream = _BatchStream("commits", store._root_str, _pool._PARALLEL_WINDOW_COMMITS)
     stream.extend((v, f"{LOG_DIR}/{name}") for v, name in commit_names)
     stream.finish()
+    # Batches this thread read itself, by their first item: while the
+    # workers have not sent the next batch, it reads the one they would
+    # come to last (and parses it once, where a worker's batch is parsed
+    # there to be checked and here again to be kept).
+    own: dict[int, tuple[int, list[Any]]] = {}
+    at = 0
     try:
-        while (batch := stream.next()) is not None:
-            start, n, result = batch
+        while True:
+            if at in own:
+                n, result = own.pop(at)
+            elif not stream.front_ready() and (back := stream.take_back()) is not None:
+                start, n = back
+                try:
+                    own[start] = (n, _pool._pool_read_commits(stream.root, stream.items[start : start + n], keep=True))
+                except Exception:  # noqa: BLE001 - each is fetched below, the ordinary way
+                    own[start] = (n, [None] * n)
+                continue
+            elif (batch := stream.next()) is not None:
+                _, n, result = batch
+            else:
+                break
             if not isinstance(result, list) or len(result) != n:
                 result = [None] * n
-            for item, parsed in zip(commit_names[start : start + n], result, strict=False):
+            for item, parsed in zip(commit_names[at : at + n], result, strict=False):
                 yield (item[0], parsed) if isinstance(parsed, _Parsed) else fetch(item)
+            at += n
     finally:
         stream.close()
 
