@@ -21,7 +21,7 @@ from typing import Any
 Version = tuple[Any, Any, Any]  # (key, writer, prev)
 
 
-def take(alive: dict[str, list[Version]], removes: Sequence[dict]) -> list[Version]:
+def _take(alive: dict[str, list[Version]], removes: Sequence[dict]) -> list[Version]:
     """The versions of the files `removes` (remove actions) name, each
     file's list taken out of `alive`."""
     out: list[Version] = []
@@ -30,7 +30,7 @@ def take(alive: dict[str, list[Version]], removes: Sequence[dict]) -> list[Versi
     return out
 
 
-def keep(
+def _keep(
     alive: dict[str, list[Version]],
     path: str,
     keys: Sequence[Any],
@@ -46,14 +46,14 @@ def keep(
     added += versions
 
 
-def fresh(live: dict[tuple[Any, Any], int], added: Sequence[Version]) -> tuple[list[tuple[Any, Any]], list[Version]]:
+def _fresh(live: dict[tuple[Any, Any], int], added: Sequence[Version]) -> tuple[list[tuple[Any, Any]], list[Version]]:
     """(each added version's (key, writer), the added versions no copy of
     which is alive): a commit's new versions."""
     ids = [(k, w) for k, w, _ in added]
     return ids, [r for r, kw in zip(added, ids, strict=True) if not live.get(kw)]
 
 
-def settle(
+def _settle(
     live: dict[tuple[Any, Any], int],
     dropped: set[tuple[Any, Any]],
     removed: Sequence[Version],
@@ -75,7 +75,7 @@ def settle(
     return gone
 
 
-REFERENCE: dict[str, Callable[..., Any]] = {"take": take, "keep": keep, "fresh": fresh, "settle": settle}
+REFERENCE: dict[str, Callable[..., Any]] = {"take": _take, "keep": _keep, "fresh": _fresh, "settle": _settle}
 
 _compiled: ModuleType | None
 try:  # optional (pyproject.toml): without a C compiler the functions above serve
@@ -83,5 +83,7 @@ try:  # optional (pyproject.toml): without a C compiler the functions above serv
 except ImportError:  # pragma: no cover
     _compiled = None
 
-if _compiled is not None:
-    take, keep, fresh, settle = _compiled.take, _compiled.keep, _compiled.fresh, _compiled.settle  # type: ignore[assignment]
+take = _compiled.take if _compiled is not None else _take
+keep = _compiled.keep if _compiled is not None else _keep
+fresh = _compiled.fresh if _compiled is not None else _fresh
+settle = _compiled.settle if _compiled is not None else _settle

@@ -372,8 +372,8 @@ class _Parsed:
 
     def actions(self) -> list[dict]:
         if self.parsed is not None:
-            got, self.parsed = self.parsed, None
-            return got
+            kept, self.parsed = self.parsed, None
+            return kept
         got = _parse_orjson(self.data, digits_checked=True) if self.orjson else None
         return got if got is not None else parse_commit_bytes(self.data)
 
