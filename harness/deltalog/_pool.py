@@ -639,26 +639,12 @@ class _BatchStream:
         self._submit()
         return not self.tasks or self.tasks[0][2] is None or self.tasks[0][2].done.is_set()
 
-    def take_back(self) -> tuple[int, int] | None:
+    def take_back(self, leave: int = 2) -> tuple[int, int] | None:
         """(first item, items) of the batch submitted last, withdrawn from
         its worker for the caller to do itself while it waits for the
-        first (done in order, the front batches stay with the workers).
-        None when fewer than three are in flight or the last is done."""
-        if len(self.tasks) < 3:
-            return None
-        start, n, task = self.tasks[-1]
-        if task is None or task.done.is_set():
-            return None
-        self.tasks.pop()
-        task.withdraw()
-        return start, n
-
-    def take_last(self) -> tuple[int, int] | None:
-        """(first item, items) of the last batch, withdrawn from its worker
-        for the caller to do itself: while it waits for the first batch,
-        the caller works from the other end. None when one batch or none
-        is left, or the last is done already."""
-        if not self.complete or self.submitted < len(self.items) or len(self.tasks) < 2:
+        first: the caller works from the other end. None when no more than
+        `leave` batches are in flight, or the last is done already."""
+        if len(self.tasks) <= leave:
             return None
         start, n, task = self.tasks[-1]
         if task is not None and task.done.is_set():
@@ -667,6 +653,13 @@ class _BatchStream:
         if task is not None:
             task.withdraw()
         return start, n
+
+    def take_last(self) -> tuple[int, int] | None:
+        """take_back once every batch is submitted: the very last batch,
+        while another is left."""
+        if not self.complete or self.submitted < len(self.items):
+            return None
+        return self.take_back(leave=1)
 
     def close(self) -> None:
         for _, _, task in self.tasks:
