@@ -505,6 +505,15 @@ def test_metadata_and_protocol_history() -> None:
     assert log.protocol_at(1)["minReaderVersion"] == 1
     assert log.protocol_at(3)["minReaderVersion"] == 3
     assert log.metadata_at(-1) is None
+    # property_at remembers the versions an answer holds for: asked in
+    # version order, backwards, and past the last version, it agrees.
+    key = "delta.isolationLevel"
+    want = ["Serializable", "Serializable", "WriteSerializable", "WriteSerializable"]
+    assert [log.property_at(v, key) for v in [0, 1, 2, 3]] == want
+    assert [log.property_at(v, key) for v in [3, 2, 1, 0]] == want[::-1]
+    assert [log.property_at(v, key) for v in [1, 3, 0, 2]] == [want[v] for v in [1, 3, 0, 2]]
+    assert log.property_at(-1, key) is None and log.property_at(9, key) == "WriteSerializable"
+    assert log.property_at(1, "absent") is None and log.property_at(3, "absent") is None
 
 
 def test_in_memory_checkpoint_covers_missing_commits() -> None:

@@ -133,7 +133,12 @@ class Commit:
 
     @property
     def commit_info(self) -> dict | None:
-        return self._one("commitInfo", last=False)
+        by_kind = self._by_kind
+        if by_kind is None:
+            return self._one("commitInfo", last=False)
+        # Asked of every commit by several checkers: no call for the usual case.
+        found = by_kind.get("commitInfo")
+        return found[0] if found else None
 
     @property
     def adds(self) -> list[dict]:
@@ -158,8 +163,9 @@ class Commit:
         return self._inner("txn")
 
     def _info(self, key: str) -> Any:
-        info = self.commit_info
-        return info.get(key) if info else None
+        by_kind = self._by_kind
+        found = by_kind.get("commitInfo") if by_kind is not None else self._inner("commitInfo")
+        return found[0].get(key) if found and found[0] else None
 
     @property
     def timestamp(self) -> int | None:

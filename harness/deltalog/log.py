@@ -158,6 +158,8 @@ class TransactionLog:
         self._stored_cache: dict[int, tuple[_Schema, bool]] = {}
         self._stored_span: tuple[int, int, bool] = (0, 0, False)  # versions [lo, hi) where _as_stored is the same
         self._property_cache: dict[tuple[int, str], tuple[dict | None, Any]] = {}
+        # key -> versions [lo, hi) that property_at answers alike, and the answer
+        self._property_spans: dict[str, tuple[int, int, Any]] = {}
         # Checkpoints the worker processes are reading for check_checkpoints.
         self._ck_stream: _BatchStream | None = None
         self._ck_stream_versions: list[int] = []
@@ -196,6 +198,7 @@ class TransactionLog:
 
     def _index(self) -> None:
         self._stored_span = (0, 0, False)
+        self._property_spans = {}
         self._versions = sorted(self.commits)
         for v in self._versions:
             c = self.commits[v]
@@ -417,10 +420,20 @@ class TransactionLog:
     def property_at(self, version: int, key: str) -> Any:
         """``configuration_at(version).get(key)``, read once per metaData
         action (a checker asks it of every version of a long log)."""
+        span = self._property_spans.get(key)
+        if span is not None and span[0] <= version < span[1]:
+            return span[2]
         meta = self.metadata_at(version)
         hit = self._property_cache.get((id(meta), key))
         if hit is None or hit[0] is not meta:  # the action is held, so its id is not reused
             hit = self._property_cache[(id(meta), key)] = (meta, self.configuration_at(version).get(key))
+        if 0 <= version < self._first_hole:
+            # Up to the next metaData the answer is this one; a replay asks
+            # in version order.
+            metas = self._meta_versions
+            i = bisect.bisect_right(metas, version)
+            hi = metas[i] if i < len(metas) else self._first_hole
+            self._property_spans[key] = (metas[i - 1] if i > 0 else 0, min(hi, self._first_hole), hit[1])
         return hit[1]
 
     def protocol_at(self, version: int) -> dict | None:
