@@ -25,6 +25,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -207,17 +208,13 @@ class ColumnsBuilder:
         self.keys: Sequence[Any] = range(key_range) if key_range is not None else []
         self._later: list[tuple[int, str]] = []  # (ref position, writer id) not yet committed
         self._twice: list[str] = []  # ids committed more than once: the last commit is theirs
-
-    def _code(self, k: Any) -> int:
-        if self.key_range is not None:
-            if type(k) is not int or not 0 <= k < self.key_range:
-                raise ValueError(f"row key {k!r} is not an int in [0, {self.key_range})")
-            return k
-        c = self.key_code.get(k)
-        if c is None:
-            c = self.key_code[k] = len(self.keys)
-            self.keys.append(k)  # type: ignore[attr-defined]
-        return c
+        # What `add` appends to and looks up, in the order _columns.c names them.
+        self._state = (
+            self.index, self.ids, self.operation, self.version, self.read_version, self.serializable,
+            self.ref_key, self.ref_writer, self.ref_off, self.inst_key, self.inst_off, self.ins_key, self.ins_off,
+            self.ins_attr, self.pred_lo, self.pred_hi, self.pred_off, self.key_code, self.keys, self.key_range,
+            self._later, self._twice, INITIAL, SERIALIZABLE,
+        )  # fmt: skip
 
     def add(
         self,
@@ -231,54 +228,7 @@ class ColumnsBuilder:
         isolation: str,
         operation: str,
     ) -> None:
-        index, later = self.index, self._later
-        rk, rw = self.ref_key, self.ref_writer
-        # A long log codes millions of keys: the dict's get inline, the
-        # method only for a key seen first (or any key of a declared key
-        # range, which leaves the dict empty).
-        get, code = self.key_code.get, self._code
-        ids = self.ids
-        if tid in index:
-            self._twice.append(tid)
-        index[tid] = len(ids)
-        ids.append(tid)
-        self.operation.append(operation)
-        self.version.append(version)
-        self.read_version.append(-1 if read_version is None else read_version)
-        self.serializable.append(isolation == SERIALIZABLE)
-        installed = []
-        observed = [(r.key, r.writer) for r in reads]
-        for wr in writes:
-            k = wr.key
-            c = get(k)
-            installed.append(code(k) if c is None else c)
-            if wr.prev is not None:
-                observed.append((k, wr.prev))
-            else:
-                self.ins_key.append(installed[-1])
-                self.ins_attr.append(k if wr.attr is None else wr.attr)
-        for d in deletes:
-            k = d.key
-            c = get(k)
-            installed.append(code(k) if c is None else c)
-            observed.append((k, d.writer))
-        for k, writer in observed:
-            c = get(k)
-            rk.append(code(k) if c is None else c)
-            w = index.get(writer)
-            if w is None:
-                w = INITIAL_CODE
-                if writer != INITIAL:  # committed later, or never: settled in `finish`
-                    later.append((len(rw), writer))
-            rw.append(w)
-        for p in predicates:
-            self.pred_lo.append(p.lo)
-            self.pred_hi.append(p.hi)
-        self.ref_off.append(len(rk))
-        self.inst_key.extend(dict.fromkeys(installed) if len(installed) > 1 else installed)
-        self.inst_off.append(len(self.inst_key))
-        self.ins_off.append(len(self.ins_key))
-        self.pred_off.append(len(self.pred_lo))
+        append_txn(self._state, tid, version, read_version, reads, writes, deletes, predicates, isolation, operation)
 
     def add_txn(self, t: Txn) -> None:
         self.add(t.id, t.version, t.read_version, t.reads, t.writes, t.deletes, t.predicates, t.isolation, t.operation)
@@ -346,6 +296,85 @@ class ColumnsBuilder:
             failed={self._name(t) for t in failed},
             unknown=dict(unknown or {}),
         )
+
+
+def _add(
+    state: tuple,
+    tid: Any,
+    version: int,
+    read_version: int | None,
+    reads: Iterable[RowRef],
+    writes: Iterable[Write],
+    deletes: Iterable[RowRef],
+    predicates: Iterable[Predicate],
+    isolation: str,
+    operation: str,
+) -> None:
+    """ColumnsBuilder.add on the builder's state: the reference for the
+    compiled `checkers._columns.add`, which a long log's replay uses."""
+    (index, ids, operations, versions, read_versions, serializable, rk, rw, ref_off, inst_key, inst_off,
+     ins_key, ins_off, ins_attr, pred_lo, pred_hi, pred_off, key_code, keys, key_range, later, twice,
+     initial, serializable_name) = state  # fmt: skip
+
+    def code(k: Any) -> Any:
+        if key_range is not None:
+            if type(k) is not int or not 0 <= k < key_range:
+                raise ValueError(f"row key {k!r} is not an int in [0, {key_range})")
+            return k
+        c = key_code.get(k)
+        if c is None:
+            c = key_code[k] = len(keys)
+            keys.append(k)
+        return c
+
+    if tid in index:
+        twice.append(tid)
+    index[tid] = len(ids)
+    ids.append(tid)
+    operations.append(operation)
+    versions.append(version)
+    read_versions.append(-1 if read_version is None else read_version)
+    serializable.append(isolation == serializable_name)
+    installed = []
+    observed = [(r.key, r.writer) for r in reads]
+    for wr in writes:
+        k = wr.key
+        c = code(k)
+        installed.append(c)
+        if wr.prev is not None:
+            observed.append((k, wr.prev))
+        else:
+            ins_key.append(c)
+            ins_attr.append(k if wr.attr is None else wr.attr)
+    for d in deletes:
+        k = d.key
+        installed.append(code(k))
+        observed.append((k, d.writer))
+    for k, writer in observed:
+        rk.append(code(k))
+        w = index.get(writer)
+        if w is None:
+            w = INITIAL_CODE
+            if writer != initial:  # committed later, or never: settled in `finish`
+                later.append((len(rw), writer))
+        rw.append(w)
+    for p in predicates:
+        pred_lo.append(p.lo)
+        pred_hi.append(p.hi)
+    ref_off.append(len(rk))
+    inst_key.extend(dict.fromkeys(installed) if len(installed) > 1 else installed)
+    inst_off.append(len(inst_key))
+    ins_off.append(len(ins_key))
+    pred_off.append(len(pred_lo))
+
+
+_compiled: ModuleType | None
+try:  # optional (pyproject.toml): without a C compiler `_add` serves
+    import checkers._columns as _compiled
+except ImportError:  # pragma: no cover
+    _compiled = None
+
+append_txn = _compiled.add if _compiled is not None else _add
 
 
 def encode(h: TxnHistory) -> TxnColumns:
