@@ -265,6 +265,21 @@ def test_corrupt_checkpoint_standing_in_for_commits(tmp_path: Path) -> None:
     assert sorted_rows(log.rows_at(2)) == [{"id": 2, "writer": "op2"}]  # best effort
 
 
+def test_listing_sorted_into_commits_in_version_order() -> None:
+    # Names listed in no order; a version in digits other than ASCII is a
+    # commit too (as the commit pattern's \\d says), and two names of one
+    # version come in name order.
+    from harness.deltalog.read import _classify
+
+    arabic = "".join(chr(0x660 + int(c)) for c in f"{2:020d}")
+    names = [f"{3:020d}.json", f"{1:020d}.json", f"{2:020d}.json", f"{2:020d}.json\n", arabic + ".json",
+             f"{1:020d}.json.tmp", f"{10:020d}.checkpoint.parquet"]  # fmt: skip
+    got = _classify(TransactionLog(), names)
+    assert got == sorted(got) and [v for v, _ in got] == [1, 2, 2, 2, 3]
+    assert {n for _, n in got} == set(names[:5])
+    assert _classify(TransactionLog(), names[:3]) == [(1, names[1]), (2, names[2]), (3, names[0])]
+
+
 def test_side_files_are_not_commits(tmp_path: Path) -> None:
     p = tmp_path / "t"
     history_table(str(p))
