@@ -157,7 +157,7 @@ def test_parallel_read_is_the_sequential_read(tmp_path: Path, monkeypatch: pytes
 
     def counting_fetch(*a):
         for v, body in real_fetch(*a):
-            parsed.append(isinstance(body, _pool._Parsed))
+            parsed.append(type(body) is tuple)  # what a worker read (_pool.Parsed)
             yield v, body
 
     monkeypatch.setattr(datafiles, "_unpack_parquet", counting_unpack)
@@ -372,16 +372,16 @@ def test_a_commit_a_worker_parsed_is_parsed_again_as_json_would(pieces: list[byt
         (parsed,) = _pool._pool_read_commits(root, [(1, "c.json")])
     if parsed is None:
         return  # the parent reads and judges it the ordinary way
-    assert parsed.actions() == actions._parse_lines(data)
-    assert parsed.orjson == (actions._parse_orjson(data) is not None)
+    assert _pool.parsed_actions(parsed) == actions._parse_lines(data)
+    assert parsed[2] == (actions._parse_orjson(data) is not None)  # whether orjson parsed it
 
 
 def test_a_long_int_in_a_commit_a_worker_parsed_stays_an_int(tmp_path: Path) -> None:
     data = b'{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}\n'
     (tmp_path / "c.json").write_bytes(data)
     (parsed,) = _pool._pool_read_commits(str(tmp_path), [(1, "c.json")])
-    assert parsed is not None and not parsed.orjson
-    assert parsed.actions() == [{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}]
+    assert parsed is not None and not parsed[2]  # orjson did not parse it
+    assert _pool.parsed_actions(parsed) == [{"commitInfo": {"timestamp": 1, "n": 123456789012345678901234567890}}]
 
 
 _FILE_ACTIONS = st.lists(
@@ -576,7 +576,7 @@ def test_a_withdrawn_task_fails_and_the_worker_goes_on(tmp_path: Path) -> None:
         assert second.result() is None
 
         def datas(task: _pool._WorkerTask) -> list[bytes | None]:
-            return [None if p is None else p.data for p in task.result()]
+            return [None if p is None else p[0] for p in task.result()]
 
         assert datas(first) == datas(third) and len(datas(third)) == 40
         assert sum(d is not None for d in datas(third)) >= 30

@@ -350,45 +350,36 @@ def _local_file(root: str, path: str) -> str | None:
     return os.path.join(root, unquote(path) if "%" in path else path)
 
 
-class _Parsed:
-    """A commit a worker process read, parsed and validated: its bytes (they
-    cost less to send and parse again than its actions cost to send), the
-    problems _check_actions found (only commits with no fatal error), and
-    whether orjson parsed it (then it has no int orjson may misread, and
-    the parent need not look for one again)."""
-
-    __slots__ = ("data", "problems", "orjson", "parsed")
-
-    def __init__(
-        self, data: bytes, problems: list[LogProblem], orjson: bool = False, parsed: list[dict] | None = None
-    ) -> None:
-        self.data = data
-        self.problems = problems
-        self.orjson = orjson
-        self.parsed = parsed  # its actions, where it was read in this process
-
-    def __reduce__(self) -> tuple:
-        return (_Parsed, (self.data, self.problems, self.orjson))
-
-    def actions(self) -> list[dict]:
-        if self.parsed is not None:
-            kept, self.parsed = self.parsed, None
-            return kept
-        got = _parse_orjson(self.data, digits_checked=True) if self.orjson else None
-        return got if got is not None else parse_commit_bytes(self.data)
+# A commit a worker process read, parsed and validated: its bytes (they
+# cost less to send and parse again than its actions cost to send), the
+# problems _check_actions found (only commits with no fatal error), whether
+# orjson parsed it (then it has no int orjson may misread, and the parent
+# need not look for one again), and its actions where it was read in the
+# process that uses them (else None). A plain tuple: a long log sends a
+# million, and pickle makes tuples without a call.
+Parsed = tuple[bytes, list[LogProblem], bool, list[dict] | None]
 
 
-def _pool_read_commits(root: str, items: list[tuple[int, str]], keep: bool = False) -> list[_Parsed | None]:
+def parsed_actions(p: Parsed) -> list[dict]:
+    """The actions of a commit a worker read (or the checking process)."""
+    data, _, fast, kept = p
+    if kept is not None:
+        return kept
+    got = _parse_orjson(data, digits_checked=True) if fast else None
+    return got if got is not None else parse_commit_bytes(data)
+
+
+def _pool_read_commits(root: str, items: list[tuple[int, str]], keep: bool = False) -> list[Parsed | None]:
     """Commit files read, parsed and validated (a worker's task); `keep`:
     in the process that uses them, which keeps the parsed actions."""
-    out: list[_Parsed | None] = []
+    out: list[Parsed | None] = []
     fds = _opened_ahead([os.path.join(root, rel) for _, rel in items])
     for (version, _rel), fd in zip(items, fds, strict=True):
         try:
             data = _take(fd)
             actions, fast = parse_commit_bytes_by(data)
             err, problems = _check_actions(version, actions)
-            out.append(None if err else _Parsed(data, problems, fast, actions if keep else None))
+            out.append(None if err else (data, problems, fast, actions if keep else None))
         except Exception:  # noqa: BLE001 - the parent reads it again and reports
             out.append(None)
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import harness.deltalog._pool as _pool
-from harness.deltalog._pool import _BatchStream, _Parsed
+from harness.deltalog._pool import Parsed, _BatchStream, parsed_actions
 from harness.deltalog.actions import LogProblem, _int, parse_commit_bytes
 from harness.deltalog.checkpoints import _Checkpoint
 from harness.deltalog.coordinated import (
@@ -90,7 +90,7 @@ def _classify(log: TransactionLog, names: list[str]) -> list[tuple[int, str]]:
 
 def _parallel_fetch(
     store: _LocalStore, commit_names: list[tuple[int, str]], fetch: Any
-) -> Iterator[tuple[int, bytes | Exception | _Parsed]]:
+) -> Iterator[tuple[int, bytes | Exception | Parsed]]:
     """Commit files read, parsed and validated by worker processes, in
     version order; a file they could not read, parse or accept is fetched
     here, to be judged the ordinary way."""
@@ -121,7 +121,7 @@ def _parallel_fetch(
             if not isinstance(result, list) or len(result) != n:
                 result = [None] * n
             for item, parsed in zip(commit_names[at : at + n], result, strict=False):
-                yield (item[0], parsed) if isinstance(parsed, _Parsed) else fetch(item)
+                yield (item[0], parsed) if type(parsed) is tuple else fetch(item)
             at += n
     finally:
         stream.close()
@@ -133,10 +133,10 @@ def _parse_bodies(
     added: Any = None,
 ) -> None:
     """Add each commit: its bytes, the exception reading it raised, or what
-    a worker process made of it (_Parsed)."""
+    a worker process made of it (Parsed, a tuple)."""
     for v, body in bodies:
-        if isinstance(body, _Parsed):
-            log._add_commit(v, body.actions(), body.problems)
+        if type(body) is tuple:
+            log._add_commit(v, parsed_actions(body), body[1])
             if added is not None and v in log.commits:
                 added(log.commits[v])
             continue
