@@ -230,6 +230,12 @@ class ColumnsBuilder:
     ) -> None:
         append_txn(self._state, tid, version, read_version, reads, writes, deletes, predicates, isolation, operation)
 
+    def read_write_count(self) -> int:
+        """How many transactions so far observed a row version (read one,
+        updated or deleted it) or evaluated a predicate: the read-write ones."""
+        observed = np.diff(np.frombuffer(self.ref_off, dtype=np.int64)) > 0
+        return int(np.count_nonzero(observed | (np.diff(np.frombuffer(self.pred_off, dtype=np.int64)) > 0)))
+
     def add_txn(self, t: Txn) -> None:
         self.add(t.id, t.version, t.read_version, t.reads, t.writes, t.deletes, t.predicates, t.isolation, t.operation)
 

@@ -84,6 +84,9 @@ def _agree(txns: list[tuple], make: Any) -> None:
         if want is not None:
             return  # a builder that raised is not used again
         assert _columns(fast) == _columns(ref)
+    # The read-write ones: those that read, updated, deleted or evaluated a predicate.
+    rw = [t for t in txns if t[3] or t[6] or t[5] or any(w.prev is not None for w in t[4])]
+    assert fast.read_write_count() == ref.read_write_count() == len(rw)
     a, b = fast.finish({"never"}), ref.finish({"never"})
     assert [a.ref_writer.tolist(), a.foreign, a.twice, list(a.keys)] == [
         b.ref_writer.tolist(), b.foreign, b.twice, list(b.keys),
