@@ -136,9 +136,6 @@ def test_history_read_ahead_loads_what_load_history_loads(tmp_path):
     raw = "".join(lines).encode()
     raw = raw.replace(b"\n", b"\r\n", 2).replace(b"\n", b"\r", 1)
     raw += b'{"index": 98, "bad": "\xff\xfe"}\n\n' + lines[-1][:20].encode()
-    # An int orjson would misread, split by a byte that is not UTF-8, and whole.
-    head, first, rest = raw.split(b'"time":', 2)
-    raw = head + b'"time":1234567890\xff123456789' + first + b'"time":1234567890123456789012345' + rest
     path = tmp_path / "history.jsonl"
     path.write_bytes(raw)
     want = load_history(path)

@@ -269,14 +269,11 @@ def _validate(d: Any) -> dict[str, Any]:
     return d
 
 
-def parse_lines(lines: Iterable[str], short: bool | None = None) -> History:
-    """`short`: whether the lines are known to hold no 19 digits in a row
-    (fastjson.has_long_digits), where the caller has the file's bytes."""
+def parse_lines(lines: Iterable[str]) -> History:
     events: list[Event] = []
     problems: list[tuple[int, str]] = []
     lines = list(lines)
-    if short is None:
-        short = not fastjson.has_long_digits("".join(lines))
+    short = not fastjson.has_long_digits("".join(lines))
     truncated = False
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -328,12 +325,8 @@ def load_history_ahead(path: str | os.PathLike[str]) -> Callable[[], History]:
     def load() -> History:
         if not done.wait(_AHEAD_WAIT_S) or not got:
             return load_history(path)
-        data = got.pop()
-        # The digits of the bytes are those of the text decoded from them
-        # (what is not UTF-8 becomes a replacement character, no digit).
-        short = not fastjson.has_long_digits(data)
-        with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace") as fh:
-            return parse_lines(fh.readlines(), short)
+        with io.TextIOWrapper(io.BytesIO(got.pop()), encoding="utf-8", errors="replace") as fh:
+            return parse_lines(fh.readlines())
 
     return load
 
