@@ -11,7 +11,7 @@ import pytest
 from checkers import CHECKERS, atomicity, duplicates, durability, log_sanity, read_validity
 from checkers.base import CheckResult, Verdict
 from checkers.facts import table_facts
-from harness.core.history import FAIL, INFO, OK, History, load_history, load_history_ahead, parse_lines
+from harness.core.history import FAIL, INFO, OK, History, load_history, parse_lines
 from harness.deltalog import Commit, TransactionLog, read_log
 from tests.synth import SynthRun, add_action, create_actions
 from workloads.append import AppendWorkload
@@ -127,25 +127,6 @@ def test_truncated_line_only_counts_when_last():
     assert not history.truncated and not history.problems  # complete, just no newline
     history = parse_lines(lines + ['{"index": 99, "ti'])
     assert history.truncated
-
-
-def test_history_read_ahead_loads_what_load_history_loads(tmp_path):
-    # The thread's bytes are decoded and split as the file would be: CRLF,
-    # a lone CR, bytes that are not UTF-8, a blank line, a cut-off last line.
-    lines = simple_valid_run().history_lines()
-    raw = "".join(lines).encode()
-    raw = raw.replace(b"\n", b"\r\n", 2).replace(b"\n", b"\r", 1)
-    raw += b'{"index": 98, "bad": "\xff\xfe"}\n\n' + lines[-1][:20].encode()
-    path = tmp_path / "history.jsonl"
-    path.write_bytes(raw)
-    want = load_history(path)
-    assert want.problems and want.truncated  # the cases above are in it
-    got = load_history_ahead(path)()
-    assert (got.events, got.problems, got.truncated) == (want.events, want.problems, want.truncated)
-    # A file the thread cannot read is read by the loader, which says why.
-    missing = load_history_ahead(tmp_path / "gone.jsonl")
-    with pytest.raises(FileNotFoundError):
-        missing()
 
 
 def test_corrupt_line_in_the_middle_is_a_problem(tmp_path):

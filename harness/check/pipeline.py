@@ -23,7 +23,7 @@ from harness.check.report import REPORT_NAME, HistoryPlots, store_replaced_text,
 from harness.core.contract import LOST_COMMIT_KINDS, Breach, outside_contract_text
 from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
-from harness.core.history import ErrorClass, History, error_class_label, load_history_ahead
+from harness.core.history import ErrorClass, History, error_class_label, load_history
 from harness.core.laps import Laps
 from harness.core.storage import RECOVERED_REPLACED_COMMITS
 from harness.deltalog import read_log
@@ -196,11 +196,10 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     # while the log is still being parsed, and goes on while the history
     # is loaded.
     coordinator = load_coordinator(run_dir)
-    load_run_history = load_history_ahead(hist_path)
     log = read_log(str(run_dir / "table"), prefetch_data=True, coordinator=coordinator, kept=run_dir / KEPT_DIR)
     log.related = _related_logs(run_dir / "table", spec, coordinator)
     lap("read log")
-    history = load_run_history()
+    history = load_history(hist_path)
     lap("load history")
     drawn = HistoryPlots(history) if write else None
     no_evidence = _no_evidence(run, log)

@@ -24,13 +24,12 @@ One event per line::
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -293,42 +292,6 @@ def parse_lines(lines: Iterable[str]) -> History:
 def load_history(path: str | os.PathLike[str]) -> History:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return parse_lines(fh.readlines())
-
-
-# How long load_history_ahead's loader waits for its thread before reading
-# the file itself (a local file: the thread is late only on a stalled disk).
-_AHEAD_WAIT_S = 300.0
-
-
-def load_history_ahead(path: str | os.PathLike[str]) -> Callable[[], History]:
-    """load_history, its file read from now on by a thread, while the caller
-    does other work (reading the log): the function returned parses it.
-
-    A long run's history is hundreds of megabytes, which the page cache of
-    a busy machine no longer holds when the check comes to it: read then,
-    it kept the check waiting for the disk (4 s of 15 at a million
-    commits). The thread holds no lock while it reads, and what is parsed
-    is exactly what load_history reads (the same decoding and newlines)."""
-    got: list[bytes] = []
-    done = threading.Event()
-
-    def read() -> None:
-        try:
-            got.append(Path(path).read_bytes())
-        except OSError:
-            pass  # the loader reads it itself, and reports what goes wrong
-        finally:
-            done.set()
-
-    threading.Thread(target=read, name="history-ahead", daemon=True).start()
-
-    def load() -> History:
-        if not done.wait(_AHEAD_WAIT_S) or not got:
-            return load_history(path)
-        with io.TextIOWrapper(io.BytesIO(got.pop()), encoding="utf-8", errors="replace") as fh:
-            return parse_lines(fh.readlines())
-
-    return load
 
 
 class HistoryWriter:
