@@ -552,6 +552,10 @@ def test_commit_properties_tolerate_bad_types() -> None:
     bad = Commit(1, [{"commitInfo": {"timestamp": "x", "readVersion": True, "operation": 3}}])
     assert (bad.timestamp, bad.read_version, bad.operation) == (None, None, None)
     assert Commit(2, []).commit_info is None and Commit(2, []).is_blind_append is None
+    # has(kind), whether the actions are one-key objects or not (kept as given).
+    assert good.has("txn") and not good.has("metaData") and not Commit(2, []).has("commitInfo")
+    odd = Commit(3, [{"metaData": {"id": "m"}, "x": 1}, 7])
+    assert odd.has("metaData") and not odd.has("add") and odd.commit_info is None
 
 
 @settings(max_examples=60, deadline=None)

@@ -117,6 +117,11 @@ class Commit:
             yield k, by_kind[k][at[k]]
             at[k] += 1
 
+    def has(self, kind: str) -> bool:
+        """Whether the commit has a `kind` action (no list built)."""
+        by_kind = self._by_kind
+        return kind in by_kind if by_kind is not None else bool(self._inner(kind))
+
     def _inner(self, kind: str) -> list[dict]:
         """The `kind` actions' contents, in a list of the caller's own."""
         by_kind = self._by_kind

@@ -158,7 +158,10 @@ def _parse_bodies(
 def _latest_configuration(log: TransactionLog) -> dict[str, str]:
     """The configuration of the newest metaData among the commits read so far."""
     for v in sorted(log.commits, reverse=True):
-        md = log.commits[v].metadata
+        c = log.commits[v]
+        if not c.has("metaData"):  # a long log's first commit has the one metaData
+            continue
+        md = c.metadata
         if md is not None:
             conf = md.get("configuration")
             return dict(conf) if isinstance(conf, dict) else {}
@@ -234,8 +237,9 @@ def _timestamp_problems(log: TransactionLog) -> None:
     them)."""
     prev: tuple[int, int] | None = None
     for v in sorted(log.commits):
-        info = log.commits[v].commit_info or {}
-        ts = _int(info.get("inCommitTimestamp"))
+        info = log.commits[v].commit_info
+        # Most tables have none: no call for a commit without one.
+        ts = _int(info.get("inCommitTimestamp")) if info and "inCommitTimestamp" in info else None
         if ts is None:
             continue
         if prev is not None and prev[0] == v - 1 and ts <= prev[1]:
