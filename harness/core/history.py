@@ -131,28 +131,34 @@ class Event:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Event:
-        err = d.get("error")
-        # Positional, in the fields' order: a long run loads millions of
-        # events, and keywords cost a third of the call.
+    def from_json(cls, d: Any) -> Event:
+        """The event a history line's JSON value records; ValueError where it
+        is no object, lacks a required field or has no known type."""
+        # One call an event, checks included: a long run loads millions.
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+        if not _REQUIRED_SET <= d.keys():
+            missing = next(key for key in _REQUIRED if key not in d)
+            raise ValueError(f"missing field {missing!r}")
+        kind = d["type"]
+        if kind not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {kind!r}")
+        err, f, node = d.get("error"), d["f"], d.get("node")
+        # Positional, in the fields' order (keywords cost a third of the
+        # call); the few names that recur over the events, one copy each.
         return cls(
             int(d["index"]),
             int(d["time"]),
             d["process"],
-            # A few names over hundreds of thousands of events: one copy each.
-            _shared(d["type"]),
-            _shared(d["f"]),
+            _TYPE_NAMES[kind],
+            sys.intern(f) if type(f) is str else f,
             str(d["id"]),
             d.get("value"),
             d.get("version"),
             OpError.from_json(err) if isinstance(err, dict) else None,
-            _shared(d.get("node")),
+            sys.intern(node) if type(node) is str else node,
             d.get("wall"),
         )
-
-
-def _shared(x: Any) -> Any:
-    return sys.intern(x) if type(x) is str else x
 
 
 @dataclass(slots=True)
@@ -255,17 +261,7 @@ class History:
 
 _REQUIRED = ("index", "time", "process", "type", "f", "id")
 _REQUIRED_SET = frozenset(_REQUIRED)
-
-
-def _validate(d: Any) -> dict[str, Any]:
-    if not isinstance(d, dict):
-        raise ValueError("not a JSON object")
-    if not _REQUIRED_SET <= d.keys():
-        missing = next(key for key in _REQUIRED if key not in d)
-        raise ValueError(f"missing field {missing!r}")
-    if d["type"] not in EVENT_TYPES:
-        raise ValueError(f"unknown event type {d['type']!r}")
-    return d
+_TYPE_NAMES = {t: t for t in EVENT_TYPES}
 
 
 def parse_lines(lines: Iterable[str]) -> History:
@@ -274,11 +270,12 @@ def parse_lines(lines: Iterable[str]) -> History:
     lines = list(lines)
     short = not fastjson.has_long_digits("".join(lines))
     truncated = False
+    event, loads = Event.from_json, fastjson.loads
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            events.append(Event.from_json(_validate(fastjson.loads(line, short=short))))
+            events.append(event(loads(line, short=short)))
         except (ValueError, TypeError, KeyError) as e:
             last = n == len(lines) and not line.endswith("\n")
             if last:
