@@ -556,6 +556,11 @@ def test_commit_properties_tolerate_bad_types() -> None:
     assert good.has("txn") and not good.has("metaData") and not Commit(2, []).has("commitInfo")
     odd = Commit(3, [{"metaData": {"id": "m"}, "x": 1}, 7])
     assert odd.has("metaData") and not odd.has("add") and odd.commit_info is None
+    # file_actions: the kinds in file order and the file actions, either way.
+    mixed = [_add("a"), {"commitInfo": {}}, _remove("b"), _add("c")]
+    want = (("add", "commitInfo", "remove", "add"), [mixed[0]["add"], mixed[3]["add"]], [mixed[2]["remove"]])
+    assert Commit(4, mixed).file_actions() == want
+    assert Commit(5, [*mixed, 7]).file_actions() == want and Commit(6, []).file_actions() == ((), [], [])
 
 
 @settings(max_examples=60, deadline=None)

@@ -59,6 +59,9 @@ def _by_kind(actions: Any) -> tuple[tuple[str, ...], dict[str, list[dict]]] | No
     return tuple(kinds), by_kind
 
 
+_NONE: list[dict] = []  # a commit's actions of a kind it has none of (never appended to)
+
+
 class Commit:
     """One JSON commit: the actions of ``<version>.json`` in file order.
 
@@ -116,6 +119,17 @@ class Commit:
         for k in self._kinds:
             yield k, by_kind[k][at[k]]
             at[k] += 1
+
+    def file_actions(self) -> tuple[tuple[str, ...], list[dict], list[dict]]:
+        """(the kinds of the actions in file order, the adds' contents, the
+        removes' contents): a replay walks the kinds and takes the next add
+        or remove at each, with no generator. The commit's own lists: not
+        to be changed."""
+        by_kind = self._by_kind
+        if by_kind is not None:
+            return self._kinds, by_kind.get("add", _NONE), by_kind.get("remove", _NONE)
+        pairs = list(self.in_order())
+        return tuple(k for k, _ in pairs), [a for k, a in pairs if k == "add"], [a for k, a in pairs if k == "remove"]
 
     def has(self, kind: str) -> bool:
         """Whether the commit has a `kind` action (no list built)."""

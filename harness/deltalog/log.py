@@ -68,11 +68,18 @@ class _LivePaths:
         self.changed: dict[str, bool] = {}  # path -> live now, for paths that entered or left since changes()
 
     def apply(self, commit: Commit) -> None:
-        # Called for every action of a long log: the usual file action (no
-        # deletion vector) keyed without a call, `changed` updated in place.
+        # Called for every action of a long log: the actions walked without
+        # a generator, the usual file action (no deletion vector) keyed
+        # without a call, `changed` updated in place.
         keys, count, changed = self.keys, self.count, self.changed
-        for kind, inner in commit.in_order():
+        kinds, adds, removes = commit.file_actions()
+        if not adds and not removes:
+            return
+        at_add = at_remove = 0
+        for kind in kinds:
             if kind == "add":
+                inner = adds[at_add]
+                at_add += 1
                 path = inner["path"]
                 key = (path, None) if inner.get("deletionVector") is None else _file_key(inner)
                 if key not in keys:
@@ -84,6 +91,8 @@ class _LivePaths:
                         else:
                             changed[path] = True
             elif kind == "remove":
+                inner = removes[at_remove]
+                at_remove += 1
                 path = inner["path"]
                 key = (path, None) if inner.get("deletionVector") is None else _file_key(inner)
                 if key in keys:
