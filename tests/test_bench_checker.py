@@ -16,7 +16,7 @@ def test_bench_checker_prints_stages_growth_and_targets() -> None:
     assert re.search(r"^\s+20000\s+\d+\s+[\d.]+s\s+[\d.]+s\s+\d+\s+\d+ MB", out, re.M), out
     assert "stages: version order" in out and "dependency scan" in out, out
     assert re.search(r"growth: time per transaction at 20000 is [\d.]+x that at 2000", out), out
-    assert re.search(r"target growth <= 1\.15x: (met|MISSED)", out), out
+    assert re.search(r"target growth <= 1\.15x \(\d+ against \d+\): (met|MISSED) \(\d+\.\d+x\)", out), out
     # The machine's own speed, so figures from elsewhere can be read against it.
     assert re.search(r"this machine: a 5M-step Python loop takes [\d.]+ s of CPU, a 3-row parquet", out), out
 

@@ -60,7 +60,7 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 _PARALLEL_MIN_FILES = 4096  # fewer files than this: the sequential path
 _PARALLEL_BATCH = 256  # files per task
 _PARALLEL_CHECKPOINTS = 32  # fewer checkpoints to compare than this: this thread reads them
-_PARALLEL_BATCH_CHECKPOINTS = 8
+_PARALLEL_BATCH_CHECKPOINTS = 32  # a task sends its first checkpoint's live paths whole
 # Tasks in flight or done but not yet consumed, for JSON commits, for data
 # files decoded on demand, and after prefetch_data_files (the run-ahead that
 # lets workers and this thread overlap; tens of KB a task). The run-ahead
