@@ -187,6 +187,10 @@ def bench_check(
             files = _data_files(run_dir)
             floor = files * machine["reader_decode_us"] / 1e6 / (os.cpu_count() or 1)
             line += f"; decoding its {files:,} data files alone takes >= {floor:.1f} s on this machine's cores"
+            if m["disk_read_mb"] >= 1024:
+                # A file the page cache does not hold costs the kernel tens
+                # of microseconds to read here: millions of them, minutes.
+                line += f"; {m['disk_read_mb']:,} MB read from disk, not from the page cache"
         line += ")"
         if mb is not None:
             line += f"; < {mb} MB: {'met' if m['peak_rss_mb'] < mb else 'MISSED'} ({m['peak_rss_mb']} MB)"
