@@ -211,7 +211,7 @@ class TransactionLog:
         self._versions = sorted(self.commits)
         for v in self._versions:
             c = self.commits[v]
-            for a in c.adds:
+            for a in c.file_actions()[1]:
                 self._add_index[a["path"]] = (v, a)
                 self._note_dv(v, a)
             if c.metadata is not None:
@@ -257,7 +257,7 @@ class TransactionLog:
     def _adds_in_order(self) -> Iterator[dict]:
         """Every add action of the JSON commits, in log order."""
         for v in self._versions:
-            yield from self.commits[v].adds
+            yield from self.commits[v].file_actions()[1]
 
     @property
     def _store(self) -> _Store | None:
@@ -396,11 +396,15 @@ class TransactionLog:
 
     def replay(self) -> Iterator[tuple[int, Commit, list[dict], list[dict]]]:
         """(version, commit, adds, removes) for every readable commit in
-        version order; adds/removes are that commit's own inner action dicts.
-        One pass: a checker keeping its own state applies them as it goes."""
+        version order; adds/removes are that commit's own inner action dicts,
+        in the commit's own lists (not copied: a long log replays a million
+        commits a checker; not to be changed). One pass: a checker keeping
+        its own state applies them as it goes."""
+        commits = self.commits
         for v in self._versions:
-            c = self.commits[v]
-            yield v, c, c.adds, c.removes
+            c = commits[v]
+            _, adds, removes = c.file_actions()
+            yield v, c, adds, removes
 
     def _at(self, version: int, json_versions: list[int], kind: str) -> dict | None:
         if version < 0:
