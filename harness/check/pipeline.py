@@ -20,6 +20,7 @@ from checkers.base import Anomaly, CheckResult, Verdict, combine
 from checkers.horizon import horizon, run_checkers
 from harness.check.evidence import name_replacing_commits
 from harness.check.report import REPORT_NAME, HistoryPlots, store_replaced_text, write_report
+from harness.core.arenas import keep_arenas
 from harness.core.contract import LOST_COMMIT_KINDS, Breach, outside_contract_text
 from harness.core.contract import breaches as contract_breaches
 from harness.core.errors import HarnessError
@@ -124,6 +125,11 @@ def check_run(run_dir: str | Path, write: bool = True) -> Report:
     # row versions) and no reference cycles to speak of: the cyclic GC would
     # only rescan them over and over (a quarter of the time at 100k commits).
     global _frozen
+    # The same millions of objects, freed in part as the check goes: CPython
+    # would hand their arenas back and fault fresh pages in for the next
+    # (at 1M commits, 3.7 million faults; 2.1 million with the arenas kept
+    # and the check 0.87 to 0.92 of the time).
+    keep_arenas()
     if _frozen:
         # What the last check left behind is collected now, cycles included.
         gc.unfreeze()
