@@ -8,9 +8,8 @@
  * past the first GB backed by huge pages where the kernel offers them (one
  * fault for 512 pages, and fewer misses of the address translation cache
  * on a heap of gigabytes), and an arena Python frees goes on a list the
- * next allocation takes from. The
- * memory stays with the process until it exits, as a check's peak does
- * anyway.
+ * next allocation takes from. The memory stays with the process until it
+ * exits, as a check's peak does anyway.
  *
  * install() sets this allocator through PyObject_SetArenaAllocator, the
  * documented hook; arenas mapped before it are freed into the same list
