@@ -31,7 +31,7 @@ from harness.deltalog.actions import (
 )
 from harness.deltalog.checkpoints import _pool_compare
 from harness.deltalog.names import _SCHEME_RE
-from harness.deltalog.readahead import _opened_ahead, _take
+from harness.deltalog.readahead import _read_ahead, _take
 from harness.deltalog.schema import _read_parquet
 
 _fastpq: ModuleType | None
@@ -373,7 +373,7 @@ def _pool_read_commits(root: str, items: list[tuple[int, str]], keep: bool = Fal
     """Commit files read, parsed and validated (a worker's task); `keep`:
     in the process that uses them, which keeps the parsed actions."""
     out: list[Parsed | None] = []
-    fds = _opened_ahead([os.path.join(root, rel) for _, rel in items])
+    fds = _read_ahead([os.path.join(root, rel) for _, rel in items])
     for (version, _rel), fd in zip(items, fds, strict=True):
         try:
             data = _take(fd)
@@ -394,7 +394,7 @@ def _pool_read_parquet(root: str, paths: list[str]) -> tuple[list[tuple[int, int
     # Each group: its schema, and its files as Arrow tables or column lists.
     groups: list[tuple[pa.Schema, list[pa.Table | list[list[Any]]]]] = []
     offset = 0
-    fds = _opened_ahead([_local_file(root, path) for path in paths])
+    fds = _read_ahead([_local_file(root, path) for path in paths])
     for fd in fds:
         try:
             schema, got, n = _decode_parquet(_take(fd))
