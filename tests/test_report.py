@@ -6,10 +6,8 @@ both pages in a real browser: no errors, nothing fetched, every plot drawn."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import sys
 import tarfile
 import time
 import xml.etree.ElementTree as ET
@@ -22,7 +20,7 @@ from checkers.base import Anomaly, CheckResult, Verdict
 from checkers.claims import claim_text
 from harness.bench.synth_run import write_run
 from harness.check.pipeline import check_run
-from harness.check.report import HistoryPlots, graphs, render_report
+from harness.check.report import graphs, render_report
 from harness.check.report.plots import (
     Fault,
     Span,
@@ -219,24 +217,32 @@ def _without_timing(html: str) -> str:
     return re.sub(r"Drawn in [0-9.]+ s", "Drawn in - s", html)
 
 
-@pytest.mark.parametrize("anomalous", [False, True])
-def test_plots_drawn_while_the_checkers_run_make_the_same_page(tmp_path: Path, anomalous: bool) -> None:
-    """check_run has the history's plots drawn while the checkers run (on
-    Linux in a forked process, which is gone once they are in): the page
-    is the one render_report draws by itself, with an anomaly's ops
-    outlined or without."""
-    history = _history_with_a_fault().history()
-    anomalies = [Anomaly("stale-read", "C12", "read 1.2 was stale", ops=["1.2"], versions=[1])] if anomalous else []
-    results = [CheckResult("read-validity", Verdict.INVALID if anomalous else Verdict.VALID, "x", anomalies)]
-    kwargs = {"doc": {"verdict": "valid"}, "results": results, "history": history, "spec": {}, "run": {}}
-    plain = render_report(tmp_path, **kwargs)
-    drawn = HistoryPlots(history)
-    assert _without_timing(render_report(tmp_path, **kwargs, drawn=drawn)) == _without_timing(plain)
-    assert ('id="tl-anomaly"' in plain) is anomalous
-    if sys.platform.startswith("linux"):
-        assert drawn._pid is not None
-        with pytest.raises(ChildProcessError):
-            os.waitpid(drawn._pid, os.WNOHANG)  # reaped: no zombie, no orphan
+def test_spans_read_the_events_as_the_ops_properties_do() -> None:
+    """spans_of reads each op's events directly (a long run has millions of
+    ops): what it builds is what Op's properties say, for completed, failed,
+    indeterminate and never-completed ops, and a completion without a value."""
+    run = _history_with_a_fault()
+    run.invoke("3.1", "read", time=11_000_000_000, process=3)
+    run.complete("3.1", "ok", time=12_000_000_000)
+    history = run.history()
+    by_properties = [
+        Span(
+            op.process,
+            op.id,
+            op.f,
+            op.type,
+            op.start / 1e9,
+            None if op.end is None else op.end / 1e9,
+            op.version,
+            op.value,
+            op.error.cls.value if op.error else None,
+            op.error.raw if op.error else None,
+        )
+        for op in history.client_ops()
+    ]
+    assert spans_of(history) == by_properties
+    assert {s.type for s in by_properties} == {"ok", "fail", "info"}
+    assert any(s.end is None for s in by_properties) and any(s.value is None for s in by_properties)
 
 
 # -- pages of run folders -----------------------------------------------------------

@@ -19,7 +19,7 @@ from checkers import CHECKERS, checker_fn
 from checkers.base import Anomaly, CheckResult, Verdict, combine
 from checkers.horizon import horizon, run_checkers
 from harness.check.evidence import name_replacing_commits
-from harness.check.report import REPORT_NAME, HistoryPlots, store_replaced_text, write_report
+from harness.check.report import REPORT_NAME, store_replaced_text, write_report
 from harness.core.arenas import keep_arenas
 from harness.core.contract import LOST_COMMIT_KINDS, Breach, outside_contract_text
 from harness.core.contract import breaches as contract_breaches
@@ -207,7 +207,6 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
     lap("read log")
     history = load_history(hist_path)
     lap("load history")
-    drawn = HistoryPlots(history) if write else None
     no_evidence = _no_evidence(run, log)
     if no_evidence:
         # An empty history or log would pass some checkers vacuously
@@ -291,7 +290,7 @@ def _check_run(run_dir: str | Path, write: bool) -> Report:
         graphs = write_anomaly_graphs(run_dir, results)
         if graphs:
             doc["anomaly_graphs"] = graphs
-        _write_report(run_dir, doc, results, history, spec, run, drawn)
+        _write_report(run_dir, doc, results, history, spec, run)
         (run_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         (run_dir / "summary.txt").write_text(summary)
         lap("write results")  # after results.json is written: in the Report only
@@ -305,14 +304,13 @@ def _write_report(
     history: History,
     spec: dict[str, Any],
     run: dict[str, Any],
-    drawn: HistoryPlots | None = None,
 ) -> None:
     """report.html beside results.json. The page is a view of the verdict,
     never part of it: whatever goes wrong drawing it is one line of warning
     and a "report_error" in results.json, and the verdict and exit code stand."""
     t0 = time.monotonic()
     try:
-        write_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run, drawn=drawn)
+        write_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run)
     except Exception as e:  # noqa: BLE001 - see the docstring
         doc["report_error"] = f"{type(e).__name__}: {e}"[:500]
         # A page left from an earlier check would show that check's verdict.

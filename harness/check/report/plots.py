@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 from xml.sax.saxutils import escape
 
 from harness.check.html import VERDICT_COLOURS
-from harness.core.history import COMPLETIONS, ErrorClass, History
+from harness.core.history import COMPLETIONS, INFO, ErrorClass, History
 
 __all__ = [
     "MAX_LATENCY_POINTS",
@@ -68,17 +69,16 @@ class Span:
 
     @property
     def is_conflict(self) -> bool:
-        if self.error_class is None:
-            return False
-        try:
-            return ErrorClass(self.error_class).is_conflict
-        except ValueError:
-            return False
+        return self.error_class in _CONFLICT_CLASSES
 
     @property
     def commits(self) -> bool:
         """Whether `version` is a version this op committed (a read's is the one it read)."""
         return self.type == "ok" and self.version is not None and not self.f.startswith("read")
+
+
+_CONFLICT_CLASSES = frozenset(c.value for c in ErrorClass if c.is_conflict)
+_START = attrgetter("start")
 
 
 @dataclass(frozen=True)
@@ -95,21 +95,26 @@ class Fault:
 def spans_of(history: History) -> list[Span]:
     out: list[Span] = []
     append = out.append
-    for op in history.client_ops():
+    for op in history.ops():
         # The events' fields read once each, not through Op's properties
         # (each looks at the completion again): a long run has millions.
         inv, done = op.invoke, op.completion
-        err = None if done is None else done.error
+        if not isinstance(inv.process, int):
+            continue  # the setup's and the nemesis's ops
+        if done is None:
+            append(Span(inv.process, inv.id, inv.f, INFO, inv.time / 1e9, None, None, inv.value))
+            continue
+        err, value = done.error, done.value
         append(
             Span(
                 inv.process,
                 inv.id,
                 inv.f,
-                op.type,
+                done.type,
                 inv.time / 1e9,
-                None if done is None else done.time / 1e9,
-                op.version,
-                op.value,
+                done.time / 1e9,
+                done.version,
+                inv.value if value is None else value,
                 err.cls.value if err else None,
                 err.raw if err else None,
             )
@@ -451,11 +456,14 @@ def _fault_colours(faults: Sequence[Fault]) -> dict[str, str]:
 
 
 def _time_range(spans: Sequence[Span], faults: Sequence[Fault]) -> tuple[float, float]:
-    ts = [s.start for s in spans] + [s.end for s in spans if s.end is not None]
-    ts += [f.start for f in faults] + [f.end for f in faults]
-    if not ts:
+    # Each bound over starts and ends apart: a million spans' times in one
+    # list would be built again for every plot.
+    starts = [s.start for s in spans] + [f.start for f in faults]
+    ends = [s.end for s in spans if s.end is not None] + [f.end for f in faults]
+    if not starts and not ends:
         return 0.0, 1.0
-    lo, hi = min(ts), max(ts)
+    lo = min(min(starts, default=math.inf), min(ends, default=math.inf))
+    hi = max(max(starts, default=-math.inf), max(ends, default=-math.inf))
     return lo, hi if hi > lo else lo + 1.0
 
 
@@ -494,7 +502,7 @@ def timeline_svg(
     if window is not None:
         spans = [s for s in spans if s.start <= window[1] and (s.end is None or s.end >= window[0])]
         faults = [f for f in faults if f.start <= window[1] and f.end >= window[0]]
-    spans = sorted(spans, key=lambda s: s.start)
+    spans = sorted(spans, key=_START)
     note = ""
     if len(spans) > max_bars:
         note = (
@@ -584,7 +592,7 @@ def _stride(items: list[Span], cap: int) -> list[Span]:
 def latency_svg(spans: Sequence[Span], faults: Sequence[Fault], max_points: int = MAX_LATENCY_POINTS) -> str:
     """A point per completed op: x its invoke time, y its latency (log scale);
     colour by outcome, marker by op kind."""
-    done = sorted((s for s in spans if s.latency is not None), key=lambda s: s.start)
+    done = sorted((s for s in spans if s.end is not None), key=_START)  # the ops with a latency
     if not done:
         return _empty("latency", 4.2, "no completed client ops")
     # Failures are the rare points a reader looks for: thin out the ok ops first.
@@ -652,7 +660,10 @@ def throughput_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
     counts = {o: [0] * n for o in OUTCOMES}
     for s in done:
         i = min(n - 1, int((s.end - lo) / width))  # type: ignore[operator]
-        counts.setdefault(s.type, [0] * n)[i] += 1
+        row = counts.get(s.type)
+        if row is None:
+            row = counts[s.type] = [0] * n
+        row[i] += 1
     rates = {o: [c / width for c in counts[o]] for o in OUTCOMES}
     fig = _Figure("throughput", 14, 3.6)
     fig.xlim, fig.ylim = (lo, hi), (0.0, _top([r for o in OUTCOMES for r in rates[o]]))
@@ -682,7 +693,7 @@ def conflict_rate_svg(spans: Sequence[Span], faults: Sequence[Fault]) -> str:
     for s in writes:
         i = min(n - 1, int((s.end - lo) / width))  # type: ignore[operator]
         total[i] += 1
-        conflicts[i] += s.is_conflict
+        conflicts[i] += s.error_class in _CONFLICT_CLASSES
     xs = [lo + (i + 0.5) * width for i in range(n)]
     rate = [100 * c / t if t else math.nan for c, t in zip(conflicts, total, strict=True)]
     fig = _Figure("conflict", 14, 3.4)

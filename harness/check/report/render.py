@@ -5,16 +5,8 @@ the run (timeline, latency, throughput, conflicts) and the run's spec."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-import os
-import pickle
-import signal
-import sys
-import threading
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,9 +26,8 @@ from harness.check.report.plots import (
     timeline_svg,
 )
 from harness.core.history import History, Op, error_class_label
-from harness.core.procs import HELPER_NICE, die_with_parent
 
-__all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "HistoryPlots", "render_report", "write_report"]
+__all__ = ["MAX_ANOMALIES_PER_KIND", "REPORT_NAME", "render_report", "write_report"]
 
 REPORT_NAME = "report.html"
 # A checker that finds thousands of anomalies (one broken commit can make
@@ -73,12 +64,11 @@ def write_report(
     history: History,
     spec: dict[str, Any],
     run: dict[str, Any],
-    drawn: HistoryPlots | None = None,
 ) -> Path:
     """Writes report.html into `run_dir` (after results.json's anomaly graphs,
     whose SVGs it reuses) and returns its path."""
     path = run_dir / REPORT_NAME
-    html = render_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run, drawn=drawn)
+    html = render_report(run_dir, doc=doc, results=results, history=history, spec=spec, run=run)
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)  # a reader never sees half a page
@@ -93,19 +83,17 @@ def render_report(
     history: History,
     spec: dict[str, Any],
     run: dict[str, Any],
-    drawn: HistoryPlots | None = None,
 ) -> str:
-    """The page. `drawn`: the plots HistoryPlots started drawing from this
-    history, taken where they are done (else drawn here)."""
+    """The page."""
     t0 = time.monotonic()
-    got = drawn.result() if drawn is not None else None
-    if got is None:
-        got = _draw(history)
+    # Drawn here, after the checkers: drawn beside them in a forked process,
+    # the plots cost the check more than they took (each page of the
+    # history the checkers touched while the fork lived was copied, a
+    # million copies in a 1M-commit check).
+    got = _draw(history)
     ops = {op.id: op for op in history.ops()}
     anomalous = frozenset(o for r in results for a in r.anomalies for o in a.ops)
-    faults = got["faults"]
-    # A page with no anomaly shows the timeline as drawn: only highlights need the spans again.
-    spans = got["spans"] if "spans" in got else spans_of(history) if anomalous else []
+    faults, spans = got["faults"], got["spans"]
     verdict = str(doc.get("verdict", "unknown"))
     title = f"{verdict.upper()}: {_run_name(run_dir)}"
     sections = [
@@ -143,102 +131,6 @@ def _draw(history: History) -> dict[str, Any]:
         "throughput": throughput_svg(spans, faults),
         "conflict_rate": conflict_rate_svg(spans, faults),
     }
-
-
-# The plots of a long history take seconds; a wait longer than this for
-# them means something is wrong, and the page goes without them.
-_DRAW_TIMEOUT_S = 600.0
-
-
-class HistoryPlots:
-    """The report's plots that need only the history, drawn while the
-    checkers run (a long run's checkers spend much of their time waiting
-    for data files to be decoded). On Linux they are drawn in a forked
-    process that has the history already: on a thread, a long history's
-    seconds of drawing would hold the interpreter's lock the checkers need.
-    Elsewhere, on a thread."""
-
-    def __init__(self, history: History) -> None:
-        self._got: dict[str, Any] | None = None
-        self._pid: int | None = None
-        self._thread: threading.Thread
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError):
-                self._fork(history)
-                return
-        self._thread = threading.Thread(target=self._run, args=(history,), name="report-plots", daemon=True)
-        self._thread.start()
-
-    def _fork(self, history: History) -> None:
-        r, w = os.pipe()
-        try:
-            with warnings.catch_warnings():
-                # The child only draws and writes to its pipe: it takes none
-                # of the locks the parent's threads hold.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
-        except OSError:
-            os.close(r)
-            os.close(w)
-            raise
-        if pid == 0:
-            _draw_in_child(history, w)  # never returns
-        os.close(w)
-        self._pid = pid
-        self._thread = threading.Thread(target=self._collect, args=(r, pid), name="report-plots", daemon=True)
-        self._thread.start()
-
-    def _collect(self, fd: int, pid: int) -> None:
-        try:
-            with os.fdopen(fd, "rb") as f:
-                data = f.read()
-            self._got = pickle.loads(data) if data else None
-        except Exception:  # noqa: BLE001 - render_report draws them again
-            self._got = None
-        finally:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-
-    def _run(self, history: History) -> None:
-        try:
-            self._got = _draw(history)
-        except Exception:  # noqa: BLE001 - render_report draws them again, and reports what fails then
-            self._got = None
-
-    def result(self) -> dict[str, Any] | None:
-        """The plots, once drawn; None if drawing them failed (draw them again)."""
-        self._thread.join(_DRAW_TIMEOUT_S)
-        if self._thread.is_alive():
-            if self._pid is not None:
-                with contextlib.suppress(OSError):
-                    os.kill(self._pid, signal.SIGKILL)
-            raise TimeoutError(f"the report's plots were not drawn in {_DRAW_TIMEOUT_S:.0f} s")
-        return self._got
-
-
-def _draw_in_child(history: History, fd: int) -> None:
-    """The forked child: draw, send the plots (not the spans, which the
-    parent rebuilds only for a page that highlights an anomaly's ops), exit
-    without running the parent's exit handlers or flushing its buffers."""
-    code = 1
-    try:
-        die_with_parent()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_DFL)
-        gc.freeze()  # a collection would touch, and so copy, every page of the history
-        # The page waits for the plots only at the end; the checkers wait for
-        # the reader processes all along: the plots yield to them as they do.
-        with contextlib.suppress(OSError):
-            os.nice(HELPER_NICE)
-        got = _draw(history)
-        del got["spans"]
-        data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        code = 0
-    finally:
-        os._exit(code)
 
 
 # -- verdict ---------------------------------------------------------------------
