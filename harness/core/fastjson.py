@@ -18,12 +18,18 @@ except ImportError:  # the json module alone gives the same values, slower
 # cost as much as the parse).
 _DIGIT_MAP = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _RUN = b"0" * 19
+# A long history is mapped in pieces of this many bytes (each overlapping the
+# next by a run less one digit): a mapped copy of all of it would be
+# hundreds of MB of fresh pages.
+_PIECE = 1 << 22
 
 
 def has_long_digits(text: str | bytes) -> bool:
     """Whether `text` holds 19 digits in a row (an int orjson may misread)."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    return _RUN in data.translate(_DIGIT_MAP)
+    if len(data) <= _PIECE:
+        return _RUN in data.translate(_DIGIT_MAP)
+    return any(_RUN in data[i : i + _PIECE + len(_RUN) - 1].translate(_DIGIT_MAP) for i in range(0, len(data), _PIECE))
 
 
 def loads(text: str | bytes, *, short: bool = False) -> Any:

@@ -270,23 +270,76 @@ def parse_lines(lines: Iterable[str]) -> History:
     lines = list(lines)
     short = not fastjson.has_long_digits("".join(lines))
     truncated = False
-    event, loads = Event.from_json, fastjson.loads
     for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            events.append(event(loads(line, short=short)))
-        except (ValueError, TypeError, KeyError) as e:
-            last = n == len(lines) and not line.endswith("\n")
-            if last:
-                truncated = True
-                problems.append((n, "truncated last line"))
-            else:
-                problems.append((n, f"unparseable event: {e}"))
+        truncated |= _parse_line(line, n, n == len(lines), short, events, problems)
     return History(events, problems, truncated)
 
 
+def _parse_line(
+    line: str, n: int, last: bool, short: bool, events: list[Event], problems: list[tuple[int, str]]
+) -> bool:
+    """Appends the event line `n` records, or what is wrong with it; True
+    where it is the last line, cut off."""
+    if not line.strip():
+        return False
+    try:
+        events.append(Event.from_json(fastjson.loads(line, short=short)))
+    except (ValueError, TypeError, KeyError) as e:
+        if last and not line.endswith("\n"):
+            problems.append((n, "truncated last line"))
+            return True
+        problems.append((n, f"unparseable event: {e}"))
+    return False
+
+
 def load_history(path: str | os.PathLike[str]) -> History:
+    """The history a history.jsonl holds: what parse_lines makes of its
+    lines read as text (UTF-8, undecodable bytes replaced)."""
+    if fastjson.orjson is None:
+        return _load_as_text(path)
+    # Each line's bytes to orjson, a block of lines at a time (a long run has
+    # millions: no decoded copy of them, no line as a str, no copy of the
+    # whole file); a line it or Event refuses, a blank one, and those of a
+    # block with an int orjson may misread, read as text as parse_lines does.
+    events: list[Event] = []
+    problems: list[tuple[int, str]] = []
+    truncated = False
+    n = 0
+    event, loads = Event.from_json, fastjson.orjson.loads
+    rest = b""
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(_BLOCK)
+            if b"\r" in block:
+                return _load_as_text(path)  # text mode ends a line at a lone \r too
+            if not block:
+                if rest:  # the last line, with no newline after it
+                    n += 1
+                    text = rest.decode("utf-8", "replace")
+                    truncated |= _parse_line(text, n, True, not fastjson.has_long_digits(rest), events, problems)
+                return History(events, problems, truncated)
+            data = rest + block
+            end = data.rfind(b"\n")
+            if end < 0:
+                rest = data
+                continue
+            rest = data[end + 1 :]
+            short = not fastjson.has_long_digits(data)
+            for line in data[:end].split(b"\n"):
+                n += 1
+                try:
+                    if not short:
+                        raise ValueError
+                    events.append(event(loads(line)))
+                except Exception:  # noqa: BLE001 - the line read again as text says what is wrong
+                    text = line.decode("utf-8", "replace") + "\n"
+                    truncated |= _parse_line(text, n, False, short, events, problems)
+
+
+_BLOCK = 1 << 22  # bytes of a history.jsonl read at a time
+
+
+def _load_as_text(path: str | os.PathLike[str]) -> History:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return parse_lines(fh.readlines())
 
