@@ -327,13 +327,13 @@ def load_history(path: str | os.PathLike[str]) -> History:
             short = not fastjson.has_long_digits(data)
             for line in data[:end].split(b"\n"):
                 n += 1
-                try:
-                    if not short:
-                        raise ValueError
-                    events.append(event(loads(line)))
-                except Exception:  # noqa: BLE001 - the line read again as text says what is wrong
-                    text = line.decode("utf-8", "replace") + "\n"
-                    truncated |= _parse_line(text, n, False, short, events, problems)
+                if short:
+                    try:
+                        events.append(event(loads(line)))
+                        continue
+                    except Exception:  # noqa: BLE001, S112 - the line read again as text says what is wrong
+                        pass
+                truncated |= _parse_line(line.decode("utf-8", "replace") + "\n", n, False, short, events, problems)
 
 
 _BLOCK = 1 << 22  # bytes of a history.jsonl read at a time

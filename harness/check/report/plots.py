@@ -460,7 +460,7 @@ def _time_range(spans: Sequence[Span], faults: Sequence[Fault]) -> tuple[float, 
     # list would be built again for every plot.
     starts = [s.start for s in spans] + [f.start for f in faults]
     ends = [s.end for s in spans if s.end is not None] + [f.end for f in faults]
-    if not starts and not ends:
+    if not starts:  # every span and fault has a start: no ends either
         return 0.0, 1.0
     lo = min(min(starts, default=math.inf), min(ends, default=math.inf))
     hi = max(max(starts, default=-math.inf), max(ends, default=-math.inf))
