@@ -248,6 +248,17 @@ tables = [
               "y": [bytes([x]) * (x % 5) for x in range(50)]}),
     pa.table({"u": pa.array([1] * 30, pa.uint64()), "d": pa.array([None] * 30, pa.float64()), "s": ["same"] * 30}),
 ]
+def mutated(good, cut_out):
+    buf = bytearray(good)
+    for _ in range(rnd.randint(1, 4)):
+        buf[rnd.randrange(len(buf))] = rnd.randrange(256)
+    if rnd.random() < 0.2:
+        buf = buf[: rnd.randrange(len(buf) + 1)]
+    elif cut_out and rnd.random() < 0.3:  # pages cut out, the footer kept: its offsets now point past the end
+        foot = len(good) - 8 - int.from_bytes(good[-8:-4], "little")
+        at = rnd.randrange(4, foot)
+        buf = buf[:at] + buf[rnd.randrange(at, foot + 1) :]
+    return bytes(buf)
 decoded = 0
 for t in tables:
     for layout in ({"compression": "none"}, {"compression": "snappy", "use_dictionary": False},
@@ -259,26 +270,37 @@ for t in tables:
         kinds = {key: "".join(kinds_of[str(f.type)] for f in t.schema)}
         assert _fastpq.decode(good, kinds)[1] is not None, layout
         for _ in range(1500):
-            buf = bytearray(good)
-            for _ in range(rnd.randint(1, 4)):
-                buf[rnd.randrange(len(buf))] = rnd.randrange(256)
-            if rnd.random() < 0.2:
-                buf = buf[: rnd.randrange(len(buf) + 1)]
-            elif rnd.random() < 0.3:  # pages cut out, the footer kept: its offsets now point past the end
-                foot = len(good) - 8 - int.from_bytes(good[-8:-4], "little")
-                at = rnd.randrange(4, foot)
-                buf = buf[:at] + buf[rnd.randrange(at, foot + 1) :]
-            got = _fastpq.decode(bytes(buf), kinds)
+            got = _fastpq.decode(mutated(good, True), kinds)
             decoded += got is not None and got[1] is not None
+str_map = pa.map_(pa.string(), pa.string())
+meta = pa.struct([("id", pa.string()), ("configuration", str_map), ("partitionColumns", pa.list_(pa.string()))])
+add = pa.struct([("path", pa.string()), ("size", pa.int64()), ("dataChange", pa.bool_())])
+proto = pa.struct([("minReaderVersion", pa.int32())])
+n = 40
+checkpoint = pa.table({
+    "add": pa.array([None, None] + [{"path": f"part-{i}", "size": i, "dataChange": False} for i in range(n)], add),
+    "metaData": pa.array([{"id": "t", "configuration": [("k", "v")], "partitionColumns": ["p"]}] + [None] * (n + 1),
+                         meta),
+    "protocol": pa.array([None, {"minReaderVersion": 1}] + [None] * n, proto),
+})
+for layout in ({"compression": "none"}, {"compression": "snappy", "use_dictionary": False},
+               {"compression": "snappy", "row_group_size": 7, "data_page_size": 64}):
+    sink = io.BytesIO()
+    pq.write_table(checkpoint, sink, **layout)
+    good = sink.getvalue()
+    assert _fastpq.checkpoint(good) is not None, layout
+    for _ in range(1500):
+        got = _fastpq.checkpoint(mutated(good, True))
+        decoded += got is not None
 print("decoded", decoded)
 """
 
 
 def test_no_byte_out_of_bounds_under_address_sanitizer(tmp_path: Path) -> None:
-    """The decoder built with AddressSanitizer, on thousands of files with
-    bytes changed, cut off or cut out: no read or write outside the buffers
-    it allocates (snappy's output, a dictionary, levels, indices) or past the
-    end of the file it is given. A run without a crash proves less: a stray
+    """The decoder built with AddressSanitizer, on thousands of data files
+    and checkpoints with bytes changed, cut off or cut out: no read or write
+    outside the buffers it allocates (snappy's output, a dictionary, levels,
+    indices) or past the end of the file it is given. A run without a crash proves less: a stray
     access seldom crashes. (Without the check of a snappy copy's length, or
     of a dictionary index, this test fails.)"""
     gcc = shutil.which("gcc")

@@ -247,6 +247,7 @@ typedef struct {
     int ptype[MAX_COLS];
     int optional[MAX_COLS];
     int64_t num_rows;
+    const uint8_t *schema;      /* the schema's list, for a nested walk */
     const uint8_t *rg, *rg_end; /* the row groups' list */
     /* The footer minus fields 3 (num_rows) and 4 (row_groups): the key. */
     const uint8_t *cut[2][2];
@@ -309,6 +310,7 @@ static int parse_footer(const uint8_t *p, size_t n, Footer *f) {
         if (id == 1)
             rd_i32(&r, type);
         else if (id == 2) {
+            f->schema = r.p;
             if (type != T_LIST || !parse_schema(&r, f))
                 return 0;
         } else if (id == 3 && f->ncut < 2) {
@@ -406,12 +408,21 @@ static int unsnappy(const uint8_t *src, size_t n, uint8_t *dst, size_t dn) {
         }
         if (off == 0 || off > o || len > dn - o)
             return 0;
-        for (size_t i = 0; i < len; i++) /* a copy may overlap what it writes */
-            dst[o + i] = dst[o + i - off];
+        if (off >= len)
+            memcpy(dst + o, dst + o - off, len);
+        else
+            for (size_t i = 0; i < len; i++) /* a copy that overlaps what it writes */
+                dst[o + i] = dst[o + i - off];
         o += len;
     }
     return o == dn;
 }
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32); }
 
 /* The RLE / bit-packed hybrid: n values of width bw from all of r. */
 static int unhybrid(Rd *r, int bw, uint32_t *out, int64_t n) {
@@ -431,13 +442,18 @@ static int unhybrid(Rd *r, int bw, uint32_t *out, int64_t n) {
             if (bw > 0 && (groups > left(r) || groups * (uint64_t)bw > left(r)))
                 return 0;
             const uint8_t *run = r->p;
-            uint64_t count = groups * 8;
+            uint64_t count = groups * 8, bytes = groups * (uint64_t)bw;
+            uint64_t mask = bw == 32 ? 0xffffffffu : (((uint64_t)1 << bw) - 1);
             for (uint64_t k = 0; k < count && i < n; k++, i++) {
-                uint64_t bit = k * (uint64_t)bw;
-                uint32_t v = 0;
-                for (int b = 0; b < bw; b++, bit++)
-                    v |= (uint32_t)((run[bit >> 3] >> (bit & 7)) & 1) << b;
-                out[i] = v;
+                /* the 8 bytes from the value's first: a width of up to 32
+                   bits at any bit offset lies within them */
+                uint64_t bit = k * (uint64_t)bw, at = bit >> 3, w = 0;
+                if (at + 8 <= bytes)
+                    w = le64(run + at);
+                else
+                    for (uint64_t b = 0; at + b < bytes; b++)
+                        w |= (uint64_t)run[at + b] << (8 * b);
+                out[i] = (uint32_t)((w >> (bit & 7)) & mask);
             }
             r->p += groups * (uint64_t)bw;
         } else {
@@ -457,11 +473,6 @@ static int unhybrid(Rd *r, int bw, uint32_t *out, int64_t n) {
     return 1;
 }
 
-static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32); }
 
 /* n PLAIN values of a kind into out (new references); 0 if the bytes run out
  * or a string is no UTF-8 (then nothing is left in out). */
@@ -622,12 +633,12 @@ static int parse_chunk(Rd *r, Chunk *c) {
 typedef struct {
     int type, usize, csize;
     int64_t nvals;
-    int encoding, def_encoding;
+    int encoding, def_encoding, rep_encoding;
 } PageHeader;
 
 static int parse_page_header(Rd *r, PageHeader *h) {
     int id = 0, type, seen = 0, sseen = 0, sub = 0;
-    h->type = h->usize = h->csize = h->encoding = h->def_encoding = -1;
+    h->type = h->usize = h->csize = h->encoding = h->def_encoding = h->rep_encoding = -1;
     h->nvals = -1;
     while (rd_field(r, &id, &type)) {
         if (id == 1)
@@ -650,7 +661,7 @@ static int parse_page_header(Rd *r, PageHeader *h) {
                 else if (sid == 3 && id == 5)
                     h->def_encoding = rd_i32(r, stype);
                 else if (sid == 4 && id == 5)
-                    rd_i32(r, stype);
+                    h->rep_encoding = rd_i32(r, stype);
                 else
                     skip(r, stype, 1, 0);
                 sseen |= sid >= 1 && sid <= 4 ? 1 << sid : 0;
@@ -667,10 +678,65 @@ static int parse_page_header(Rd *r, PageHeader *h) {
     return !r->bad;
 }
 
+/* A column chunk's bytes, from its first page (the dictionary's, where it
+ * has one); 0 where they do not lie within the file. */
+static int chunk_bytes(const uint8_t *file, size_t flen, const Chunk *c, Rd *r) {
+    int64_t start = c->data_off;
+    if (c->dict_off > 0 && c->dict_off < start)
+        start = c->dict_off;
+    if (start < 4 || c->size < 0 || (uint64_t)start > flen || (uint64_t)c->size > flen - (uint64_t)start)
+        return 0;
+    r->p = file + start;
+    r->end = file + start + c->size;
+    r->bad = 0;
+    r->shape = NULL;
+    return 1;
+}
+
+/* The next page of a chunk: its header, and its bytes uncompressed into
+ * *pg (into *buf, freed and replaced, where snappy compressed them). */
+static int next_page(Rd *r, int codec, PageHeader *h, uint8_t **buf, Rd *pg) {
+    if (!parse_page_header(r, h) || h->csize < 0 || h->usize < 0 || h->usize > MAX_PAGE ||
+        (size_t)h->csize > left(r))
+        return 0;
+    const uint8_t *page = r->p;
+    r->p += h->csize;
+    free(*buf);
+    *buf = NULL;
+    if (codec == C_SNAPPY) {
+        *buf = malloc(h->usize ? (size_t)h->usize : 1);
+        if (*buf == NULL || !unsnappy(page, (size_t)h->csize, *buf, (size_t)h->usize))
+            return 0;
+        page = *buf;
+    } else if (h->usize != h->csize)
+        return 0;
+    pg->p = page;
+    pg->end = page + h->usize;
+    pg->bad = 0;
+    pg->shape = NULL;
+    return 1;
+}
+
+/* A data page's dictionary indices (its bit width, then the hybrid), each
+ * checked against the dictionary's length, into *idx (freed and replaced). */
+static int dict_indices(Rd *pg, int64_t present, int64_t ndict, uint32_t **idx) {
+    if (ndict < 0 || (present > 0 && left(pg) < 1))
+        return 0;
+    int bw = present > 0 ? *pg->p++ : 0;
+    free(*idx);
+    *idx = malloc(sizeof(uint32_t) * (size_t)(present ? present : 1));
+    if (*idx == NULL || !unhybrid(pg, bw, *idx, present))
+        return 0;
+    for (int64_t i = 0; i < present; i++)
+        if ((int64_t)(*idx)[i] >= ndict)
+            return 0;
+    return 1;
+}
+
 /* One column chunk's values into list[base:base+rows]. */
 static int decode_chunk(const uint8_t *file, size_t flen, const Chunk *c, int kind, int optional, PyObject *list,
                         int64_t base, int64_t rows) {
-    int64_t start = c->data_off, filled = 0, ndict = -1, pages = 0;
+    int64_t filled = 0, ndict = -1, pages = 0;
     PyObject **dict = NULL, **vals = NULL;
     uint32_t *levels = NULL, *idx = NULL;
     uint8_t *buf = NULL;
@@ -680,28 +746,13 @@ static int decode_chunk(const uint8_t *file, size_t flen, const Chunk *c, int ki
         return 0;
     if (rows == 0)
         return 1; /* Arrow writes an empty chunk with no pages, at offset 0 */
-    if (c->dict_off > 0 && c->dict_off < start)
-        start = c->dict_off;
-    if (start < 4 || c->size < 0 || (uint64_t)start > flen || (uint64_t)c->size > flen - (uint64_t)start)
+    Rd r, pg;
+    if (!chunk_bytes(file, flen, c, &r))
         return 0;
-    Rd r = {file + start, file + start + c->size, 0};
     while (filled < rows) {
         PageHeader h;
-        if (!parse_page_header(&r, &h) || h.csize < 0 || h.usize < 0 || h.usize > MAX_PAGE ||
-            (size_t)h.csize > left(&r))
+        if (!next_page(&r, c->codec, &h, &buf, &pg))
             goto done;
-        const uint8_t *page = r.p;
-        r.p += h.csize;
-        free(buf);
-        buf = NULL;
-        if (c->codec == C_SNAPPY) {
-            buf = malloc(h.usize ? (size_t)h.usize : 1);
-            if (buf == NULL || !unsnappy(page, (size_t)h.csize, buf, (size_t)h.usize))
-                goto done;
-            page = buf;
-        } else if (h.usize != h.csize)
-            goto done;
-        Rd pg = {page, page + h.usize, 0};
         if (h.type == PG_DICTIONARY) {
             /* one, before any data page, as Arrow wants it */
             if (dict != NULL || pages > 0 || h.nvals < 0 || h.nvals > MAX_ROWS ||
@@ -742,16 +793,8 @@ static int decode_chunk(const uint8_t *file, size_t flen, const Chunk *c, int ki
             if (!unplain(&pg, kind, vals, present))
                 goto done;
         } else if (h.encoding == E_PLAIN_DICTIONARY || h.encoding == E_RLE_DICTIONARY) {
-            if (dict == NULL || (present > 0 && left(&pg) < 1))
+            if (dict == NULL || !dict_indices(&pg, present, ndict, &idx))
                 goto done;
-            int bw = present > 0 ? *pg.p++ : 0;
-            free(idx);
-            idx = malloc(sizeof(uint32_t) * (size_t)(present ? present : 1));
-            if (idx == NULL || !unhybrid(&pg, bw, idx, present))
-                goto done;
-            for (int64_t i = 0; i < present; i++)
-                if ((int64_t)idx[i] >= ndict)
-                    goto done;
             for (int64_t i = 0; i < present; i++) {
                 vals[i] = dict[idx[i]];
                 Py_INCREF(vals[i]);
@@ -782,6 +825,18 @@ done:
     return ok;
 }
 
+/* A parquet file's footer: where it lies and what it says; NULL where the
+ * file has none this can read. */
+static const uint8_t *find_footer(const uint8_t *data, size_t n, size_t *flen, Footer *f) {
+    if (n < 12 || memcmp(data, "PAR1", 4) != 0 || memcmp(data + n - 4, "PAR1", 4) != 0)
+        return NULL;
+    *flen = le32(data + n - 8);
+    if (*flen > n - 12)
+        return NULL;
+    const uint8_t *footer = data + n - 8 - *flen;
+    return parse_footer(footer, *flen, f) ? footer : NULL;
+}
+
 /* decode(data, kinds) -> None | (key, None) | (key, [column values, ...]) */
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -790,14 +845,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*O!", &view, &PyDict_Type, &kinds))
         return NULL;
     const uint8_t *data = view.buf;
-    size_t n = (size_t)view.len;
-    if (n < 12 || memcmp(data, "PAR1", 4) != 0 || memcmp(data + n - 4, "PAR1", 4) != 0)
-        goto none;
-    size_t flen = le32(data + n - 8);
-    if (flen > n - 12)
-        goto none;
-    const uint8_t *footer = data + n - 8 - flen;
-    if (!parse_footer(footer, flen, &f))
+    size_t n = (size_t)view.len, flen;
+    const uint8_t *footer = find_footer(data, n, &flen, &f);
+    if (footer == NULL)
         goto none;
     key = footer_key(footer, flen, &f);
     if (key == NULL)
@@ -884,11 +934,442 @@ out:
     return result;
 }
 
+/* ---- Checkpoints ----
+ *
+ * Comparing a classic checkpoint with the JSON replay needs its adds'
+ * paths and its metaData and protocol actions, and a long run has
+ * thousands of checkpoints of thousands of adds: through Arrow each costs
+ * milliseconds, nearly all of it per-file setup and nested column readers.
+ *
+ * checkpoint(data) reads the add.path column itself (the paths, as a set),
+ * and gives for the metaData and protocol columns not their values but a
+ * key: every level and value of their rows that are not null, in order,
+ * with the rows that are null (every other action's row) left out. Two
+ * checkpoints of one footer key and one such key hold the same metaData
+ * and protocol actions, however many other rows lie around them; the
+ * caller has Arrow decode each key once. Anything unusual (a sidecar
+ * column, a repeated level above add.path, data pages of version 2,
+ * encodings other than PLAIN and dictionary) is declined: None. */
+
+#define MAX_LEAVES MAX_COLS
+
+typedef struct {
+    const uint8_t *name;
+    size_t name_len;
+    int ptype, rep, children;
+} SchemaEl;
+
+typedef struct {
+    int top; /* the schema index of its top-level field */
+    int max_def, max_rep, ptype;
+    int add_path; /* add.path itself */
+} Leaf;
+
+typedef struct {
+    SchemaEl els[MAX_LEAVES * 4];
+    int nels;
+    Leaf leaves[MAX_LEAVES];
+    int nleaves;
+} Nested;
+
+static int named(const SchemaEl *e, const char *s) {
+    size_t n = strlen(s);
+    return e->name_len == n && memcmp(e->name, s, n) == 0;
+}
+
+static int read_schema(const uint8_t *p, const uint8_t *end, Nested *t) {
+    Rd r = {p, end, 0, NULL};
+    int et, id, type;
+    uint64_t n = rd_list(&r, &et);
+    if (r.bad || et != T_STRUCT || n < 2 || n > MAX_LEAVES * 4)
+        return 0;
+    for (uint64_t i = 0; i < n && !r.bad; i++) {
+        SchemaEl *e = &t->els[i];
+        e->name = NULL;
+        e->name_len = 0;
+        e->ptype = e->rep = -1;
+        e->children = 0;
+        id = 0;
+        while (rd_field(&r, &id, &type)) {
+            if (id == 1)
+                e->ptype = rd_i32(&r, type);
+            else if (id == 3)
+                e->rep = rd_i32(&r, type);
+            else if (id == 5)
+                e->children = rd_i32(&r, type);
+            else if (id == 4 && type == T_BINARY) {
+                uint64_t len = rd_varint(&r);
+                if (r.bad || len > left(&r)) {
+                    r.bad = 1;
+                    break;
+                }
+                e->name = r.p;
+                e->name_len = (size_t)len;
+                r.p += len;
+            } else
+                skip(&r, type, 1, 0);
+        }
+        if (e->name == NULL || e->children < 0)
+            r.bad = 1;
+    }
+    t->nels = (int)n;
+    return !r.bad;
+}
+
+/* The leaves under schema element *pos, depth first (the column chunks'
+ * order), with the levels each one's values are written at. */
+static int walk(Nested *t, int *pos, int depth, int def, int rep, int top, int under_add) {
+    if (*pos >= t->nels || depth > MAX_DEPTH)
+        return 0;
+    int me = (*pos)++;
+    const SchemaEl *e = &t->els[me];
+    if (e->rep == OPTIONAL)
+        def++;
+    else if (e->rep == REPEATED) {
+        def++;
+        rep++;
+    } else if (e->rep != REQUIRED)
+        return 0;
+    if (depth == 1)
+        top = me;
+    if (e->children > 0) {
+        for (int c = 0; c < e->children; c++)
+            if (!walk(t, pos, depth + 1, def, rep, top, depth == 1 && named(e, "add")))
+                return 0;
+        return 1;
+    }
+    if (e->ptype < 0 || t->nleaves >= MAX_LEAVES)
+        return 0;
+    Leaf *l = &t->leaves[t->nleaves++];
+    l->top = top;
+    l->max_def = def;
+    l->max_rep = rep;
+    l->ptype = e->ptype;
+    l->add_path = under_add && depth == 2 && named(e, "path");
+    return 1;
+}
+
+static int bit_width(int v) {
+    int w = 0;
+    while (v > 0) {
+        w++;
+        v >>= 1;
+    }
+    return w;
+}
+
+typedef struct {
+    uint8_t *b;
+    size_t n, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *p, size_t n) {
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (n > cap - b->n)
+            cap *= 2;
+        uint8_t *nb = realloc(b->b, cap);
+        if (nb == NULL)
+            return 0;
+        b->b = nb;
+        b->cap = cap;
+    }
+    memcpy(b->b + b->n, p, n);
+    b->n += n;
+    return 1;
+}
+
+/* A value as it lies in a page: its bytes (a string's without its length). */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} Span;
+
+static const uint8_t BOOL_BYTES[2] = {0, 1};
+
+/* n PLAIN values as spans into the page; 0 if the bytes run out. */
+static int plain_spans(Rd *r, int ptype, Span *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (ptype == P_BOOLEAN) {
+            if ((uint64_t)n > left(r) * 8)
+                return 0;
+            for (; i < n; i++) {
+                out[i].p = &BOOL_BYTES[(r->p[i >> 3] >> (i & 7)) & 1];
+                out[i].n = 1;
+            }
+            r->p += (n + 7) / 8;
+            return 1;
+        }
+        size_t w = ptype == P_INT32 ? 4 : ptype == P_INT64 ? 8 : 0;
+        if (ptype == P_BYTE_ARRAY) {
+            if (left(r) < 4)
+                return 0;
+            w = le32(r->p);
+            if (w > left(r) - 4)
+                return 0;
+            r->p += 4;
+        } else if (w == 0 || w > left(r))
+            return 0;
+        out[i].p = r->p;
+        out[i].n = w;
+        r->p += w;
+    }
+    return 1;
+}
+
+/* One leaf's column chunk: its paths into `paths` (add.path), or its
+ * levels and values, null top-level rows left out, onto `key` (each
+ * entry starts with a 1). */
+static int leaf_chunk(const uint8_t *file, size_t flen, const Chunk *c, const Leaf *l, PyObject *paths, Buf *key) {
+    int64_t filled = 0, ndict = -1, pages = 0;
+    Span *dict = NULL, *vals = NULL;
+    uint32_t *reps = NULL, *defs = NULL, *idx = NULL;
+    uint8_t *buf = NULL, *dict_buf = NULL;
+    int ok = 0;
+    if (c->ptype != l->ptype || c->other || c->num_values < 0 || c->num_values > MAX_ROWS ||
+        (c->codec != C_UNCOMPRESSED && c->codec != C_SNAPPY))
+        return 0;
+    if (c->num_values == 0)
+        return 1;
+    Rd r, pg;
+    if (!chunk_bytes(file, flen, c, &r))
+        return 0;
+    while (filled < c->num_values) {
+        PageHeader h;
+        if (!next_page(&r, c->codec, &h, &buf, &pg))
+            goto done;
+        if (h.type == PG_DICTIONARY) {
+            if (dict != NULL || pages > 0 || h.nvals < 0 || h.nvals > MAX_ROWS ||
+                (h.encoding != E_PLAIN && h.encoding != E_PLAIN_DICTIONARY) || l->ptype == P_BOOLEAN)
+                goto done;
+            dict = malloc(sizeof(Span) * (size_t)(h.nvals ? h.nvals : 1));
+            if (dict == NULL || !plain_spans(&pg, l->ptype, dict, h.nvals))
+                goto done;
+            dict_buf = buf; /* the spans point into it */
+            buf = NULL;
+            ndict = h.nvals;
+            continue;
+        }
+        if (h.type != PG_DATA || h.nvals < 0 || h.nvals > c->num_values - filled)
+            goto done;
+        pages++;
+        int64_t n = h.nvals, present = 0;
+        free(reps);
+        free(defs);
+        reps = defs = NULL;
+        reps = calloc((size_t)(n ? n : 1), sizeof(uint32_t));
+        defs = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
+        if (reps == NULL || defs == NULL)
+            goto done;
+        for (int which = 0; which < 2; which++) {
+            int max = which == 0 ? l->max_rep : l->max_def;
+            int enc = which == 0 ? h.rep_encoding : h.def_encoding;
+            if (max == 0)
+                continue;
+            if (enc != E_RLE || left(&pg) < 4)
+                goto done;
+            size_t len = le32(pg.p);
+            if (len > left(&pg) - 4)
+                goto done;
+            Rd lv = {pg.p + 4, pg.p + 4 + len, 0, NULL};
+            pg.p += 4 + len;
+            uint32_t *out = which == 0 ? reps : defs;
+            if (!unhybrid(&lv, bit_width(max), out, n))
+                goto done;
+            for (int64_t i = 0; i < n; i++)
+                if (out[i] > (uint32_t)max)
+                    goto done;
+        }
+        if (l->max_def == 0)
+            for (int64_t i = 0; i < n; i++)
+                defs[i] = 0;
+        for (int64_t i = 0; i < n; i++)
+            present += defs[i] == (uint32_t)l->max_def;
+        free(vals);
+        vals = malloc(sizeof(Span) * (size_t)(present ? present : 1));
+        if (vals == NULL)
+            goto done;
+        if (h.encoding == E_PLAIN) {
+            if (!plain_spans(&pg, l->ptype, vals, present))
+                goto done;
+        } else if (h.encoding == E_PLAIN_DICTIONARY || h.encoding == E_RLE_DICTIONARY) {
+            if (dict == NULL || !dict_indices(&pg, present, ndict, &idx))
+                goto done;
+            for (int64_t i = 0; i < present; i++)
+                vals[i] = dict[idx[i]];
+        } else
+            goto done;
+        for (int64_t i = 0, v = 0; i < n; i++) {
+            int full = defs[i] == (uint32_t)l->max_def;
+            if (paths != NULL) {
+                if (!full)
+                    continue;
+                PyObject *s = PyUnicode_DecodeUTF8((const char *)vals[v].p, (Py_ssize_t)vals[v].n, NULL);
+                v++;
+                if (s == NULL)
+                    goto done;
+                int added = PySet_Add(paths, s);
+                Py_DECREF(s);
+                if (added < 0)
+                    goto done;
+                continue;
+            }
+            if (defs[i] == 0)
+                continue; /* a row of another action */
+            uint8_t lv[3] = {1, (uint8_t)reps[i], (uint8_t)defs[i]};
+            if (!buf_put(key, lv, 3))
+                goto done;
+            if (full) {
+                uint32_t len = (uint32_t)vals[v].n;
+                uint8_t lb[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
+                if (!buf_put(key, lb, 4) || !buf_put(key, vals[v].p, vals[v].n))
+                    goto done;
+                v++;
+            }
+        }
+        filled += n;
+    }
+    ok = 1;
+done:
+    free(buf);
+    free(dict_buf);
+    free(reps);
+    free(defs);
+    free(idx);
+    free(vals);
+    free(dict);
+    return ok;
+}
+
+/* checkpoint(data) -> None | (footer key, add paths, metaData/protocol key) */
+static PyObject *checkpoint(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *key = NULL, *paths = NULL, *meta = NULL, *result = NULL;
+    Nested *t = NULL;
+    Chunk *cs = NULL;
+    Buf mk = {NULL, 0, 0}, *per = NULL;
+    int nper = 0;
+    Footer f;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    const uint8_t *data = view.buf;
+    size_t n = (size_t)view.len, flen;
+    const uint8_t *footer = find_footer(data, n, &flen, &f);
+    if (footer == NULL || f.encrypted || f.schema == NULL)
+        goto declined;
+    t = malloc(sizeof(Nested));
+    if (t == NULL)
+        goto declined;
+    t->nleaves = 0;
+    if (!read_schema(f.schema, footer + flen, t))
+        goto declined;
+    const SchemaEl *root = &t->els[0];
+    int pos = 1, add_paths = 0;
+    for (int c = 0; c < root->children; c++)
+        if (!walk(t, &pos, 1, 0, 0, -1, 0))
+            goto declined;
+    if (pos != t->nels)
+        goto declined;
+    for (int i = 0; i < t->nleaves; i++) {
+        const Leaf *l = &t->leaves[i];
+        const SchemaEl *top = &t->els[l->top];
+        if (named(top, "sidecar"))
+            goto declined; /* a v2 checkpoint's files may be elsewhere */
+        if (l->add_path && (l->max_rep != 0 || l->ptype != P_BYTE_ARRAY || top->rep != OPTIONAL))
+            goto declined;
+        if ((named(top, "metaData") || named(top, "protocol")) && (top->rep != OPTIONAL || l->max_def > 255))
+            goto declined;
+        add_paths += l->add_path;
+    }
+    if (add_paths != 1)
+        goto declined;
+    key = footer_key(footer, flen, &f);
+    paths = PySet_New(NULL);
+    cs = malloc(sizeof(Chunk) * (size_t)t->nleaves);
+    per = calloc((size_t)t->nleaves, sizeof(Buf));
+    nper = per != NULL ? t->nleaves : 0;
+    if (key == NULL || paths == NULL || cs == NULL || per == NULL)
+        goto declined;
+    Rd r = {f.rg, f.rg_end, 0, NULL};
+    int et;
+    uint64_t ngroups = rd_list(&r, &et);
+    if (r.bad || et != T_STRUCT)
+        goto declined;
+    for (uint64_t g = 0; g < ngroups; g++) {
+        int id = 0, type, seen = 0;
+        while (rd_field(&r, &id, &type)) {
+            if (id == 1) {
+                if (type != T_LIST) {
+                    r.bad = 1;
+                    break;
+                }
+                uint64_t nc = rd_list(&r, &et);
+                if (r.bad || et != T_STRUCT || nc != (uint64_t)t->nleaves) {
+                    r.bad = 1;
+                    break;
+                }
+                for (int i = 0; i < t->nleaves && !r.bad; i++)
+                    parse_chunk(&r, &cs[i]);
+                seen |= 1;
+            } else {
+                seen |= id == 2 || id == 3 ? id : 0;
+                skip(&r, type, 0, 0);
+            }
+        }
+        if (r.bad || seen != 3)
+            goto declined;
+        for (int i = 0; i < t->nleaves; i++) {
+            const Leaf *l = &t->leaves[i];
+            const SchemaEl *top = &t->els[l->top];
+            if (l->add_path) {
+                if (!leaf_chunk(data, n, &cs[i], l, paths, NULL))
+                    goto declined;
+            } else if (named(top, "metaData") || named(top, "protocol")) {
+                if (!leaf_chunk(data, n, &cs[i], l, NULL, &per[i]))
+                    goto declined;
+            }
+        }
+    }
+    /* Each leaf's entries of all row groups together, so that where the
+       row groups split the rows makes no other key. */
+    for (int i = 0; i < t->nleaves; i++) {
+        const SchemaEl *top = &t->els[t->leaves[i].top];
+        uint8_t head[3] = {0xff, (uint8_t)(i & 0xff), (uint8_t)(i >> 8)};
+        if ((named(top, "metaData") || named(top, "protocol")) &&
+            (!buf_put(&mk, head, 3) || (per[i].n && !buf_put(&mk, per[i].b, per[i].n)) || !buf_put(&mk, "", 1)))
+            goto declined;
+    }
+    meta = PyBytes_FromStringAndSize((const char *)mk.b, (Py_ssize_t)mk.n);
+    if (meta == NULL)
+        goto declined;
+    result = PyTuple_Pack(3, key, paths, meta);
+    goto out;
+declined:
+    PyErr_Clear();
+    result = Py_None;
+    Py_INCREF(result);
+out:
+    Py_XDECREF(key);
+    Py_XDECREF(paths);
+    Py_XDECREF(meta);
+    free(mk.b);
+    for (int i = 0; per != NULL && i < nper; i++)
+        free(per[i].b);
+    free(per);
+    free(cs);
+    free(t);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(data, kinds) -> None | (key, None) | (key, columns): a small flat parquet file's values as lists, "
      "given the kind of each column for its footer's key; (key, None) where it declines, None where the footer "
      "cannot be read."},
+    {"checkpoint", checkpoint, METH_VARARGS,
+     "checkpoint(data) -> None | (key, paths, meta): a classic checkpoint's footer key, its adds' paths as a set, "
+     "and its metaData and protocol rows' levels and values as bytes; None where it declines."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 from urllib.parse import unquote
 
@@ -21,6 +22,12 @@ from harness.deltalog.names import _SCHEME_RE, LOG_DIR
 from harness.deltalog.readahead import _opened_ahead, _take
 from harness.deltalog.schema import _THREADED_READ_BYTES
 from harness.deltalog.store import _Store
+
+_fastpq: ModuleType | None
+try:  # built with the project (pyproject.toml); without it Arrow reads every checkpoint
+    import harness.deltalog._fastpq as _fastpq
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _fastpq = None
 
 _CHECKPOINT_ACTIONS = (
     "add", "remove", "metaData", "protocol", "txn", "domainMetadata",
@@ -126,34 +133,79 @@ def _read_summary(read: Callable[[str], bytes], rels: list[str]) -> tuple[set[st
         paths: set[str] = set()
         actions: list[dict] = []
         for rel in rels:
-            data = read(rel)
-            # Arrow's thread pool and pre-buffering cost a checkpoint of
-            # thousands of files more than they save (_THREADED_READ_BYTES).
-            big = len(data) >= _THREADED_READ_BYTES
-            f = pq.ParquetFile(pa.BufferReader(data), pre_buffer=big)
-            names = f.schema_arrow.names  # built anew on each access
-            cols = [c for c in ("add", "metaData", "protocol", "sidecar") if c in names]
-            # Of each add only its path: decoding the rest (stats, tags,
-            # partition values) took half of reading a checkpoint.
-            t = f.read(columns=["add.path" if c == "add" else c for c in cols], use_threads=big)
-            if "sidecar" in cols and t["sidecar"].null_count < len(t):
-                raise _NeedFullRead()
-            if "add" in cols:
-                # A set of the whole column, then its null (the rows that
-                # are no add) taken out: filtering first cost twice as much.
-                got = set(pc.struct_field(t["add"], "path").to_pylist())
-                got.discard(None)
-                if paths:
-                    paths.update(got)
-                else:
-                    paths = got
-            for kind in ("metaData", "protocol"):
-                if kind in cols:
-                    col = t[kind].filter(t[kind].is_valid())
-                    actions += _table_actions(pa.table({kind: col}))
+            got, acts = _summary_of(read(rel))
+            if paths:
+                paths.update(got)
+            else:
+                paths = got
+            actions += acts
         return paths, actions
     except Exception:  # noqa: BLE001 - _NeedFullRead, or a failure the full reader records
         return None
+
+
+# For _fastpq.checkpoint: by footer key, whether its add paths were what
+# Arrow read of the first checkpoint with that footer; by footer key and
+# metaData/protocol key, the actions Arrow read there.
+_fast_footers: dict[bytes, bool] = {}
+_fast_actions: dict[tuple[bytes, bytes], list[dict]] = {}
+_FAST_KEPT = 256
+
+
+def _summary_of(data: bytes) -> tuple[set[str], list[dict]]:
+    """One checkpoint file's add paths and metaData/protocol actions. A
+    long run compares thousands of checkpoints of thousands of adds, at
+    milliseconds each through Arrow: where _fastpq reads the file, Arrow
+    decodes only the first file of each footer (and _fastpq is trusted for
+    that footer only if it read the same paths) and each distinct
+    metaData/protocol content once."""
+    fast = _fastpq.checkpoint(data) if _fastpq is not None else None
+    if fast is not None:
+        key, paths, meta = fast
+        trusted = _fast_footers.get(key)
+        cached = _fast_actions.get((key, meta)) if trusted else None
+        if cached is not None:
+            return paths, list(cached)
+        if trusted:
+            actions = _arrow_summary(data, with_paths=False)[1]
+        else:
+            got, actions = _arrow_summary(data, with_paths=True)
+            if len(_fast_footers) >= _FAST_KEPT:
+                _fast_footers.clear()
+            _fast_footers[key] = trusted = got == paths
+            paths = got
+        if trusted:
+            if len(_fast_actions) >= _FAST_KEPT:
+                _fast_actions.clear()
+            _fast_actions[(key, meta)] = actions
+        return paths, list(actions)
+    return _arrow_summary(data, with_paths=True)
+
+
+def _arrow_summary(data: bytes, with_paths: bool) -> tuple[set[str], list[dict]]:
+    # Arrow's thread pool and pre-buffering cost a checkpoint of
+    # thousands of files more than they save (_THREADED_READ_BYTES).
+    big = len(data) >= _THREADED_READ_BYTES
+    f = pq.ParquetFile(pa.BufferReader(data), pre_buffer=big)
+    names = f.schema_arrow.names  # built anew on each access
+    cols = [c for c in ("add", "metaData", "protocol", "sidecar") if c in names and (with_paths or c != "add")]
+    # Of each add only its path: decoding the rest (stats, tags,
+    # partition values) took half of reading a checkpoint.
+    t = f.read(columns=["add.path" if c == "add" else c for c in cols], use_threads=big)
+    if "sidecar" in cols and t["sidecar"].null_count < len(t):
+        raise _NeedFullRead()
+    paths: set[str] = set()
+    if "add" in cols:
+        # A set of the whole column, then its null (the rows that are no
+        # add) taken out: filtering first cost twice as much.
+        paths = set(pc.struct_field(t["add"], "path").to_pylist())
+        paths.discard(None)
+    actions: list[dict] = []
+    for kind in ("metaData", "protocol"):
+        if kind in cols:
+            col = t[kind].filter(t[kind].is_valid())
+            actions += _table_actions(pa.table({kind: col}))
+    return paths, actions
 
 
 def checkpoint_problems(
