@@ -169,7 +169,9 @@ static void skip(Rd *r, int type, int depth, int in_list) {
         n = (uint64_t)(h >> 4);
         if (n == 15)
             n = rd_varint(r);
-        if (r->bad || n > left(r) || depth > MAX_DEPTH) {
+        /* an element type Thrift does not know, even of an empty list, is
+           an error to it */
+        if (r->bad || n > left(r) || depth > MAX_DEPTH || (h & 0x0f) < T_TRUE || (h & 0x0f) > T_STRUCT) {
             r->bad = 1;
             return;
         }
@@ -194,7 +196,7 @@ static void skip(Rd *r, int type, int depth, int in_list) {
         shape_put(r, map, 3);
         kt = h >> 4;
         vt = h & 0x0f;
-        if (r->bad || n > left(r) || depth > MAX_DEPTH) {
+        if (r->bad || n > left(r) || depth > MAX_DEPTH || kt < T_TRUE || kt > T_STRUCT || vt < T_TRUE || vt > T_STRUCT) {
             r->bad = 1;
             return;
         }
@@ -722,7 +724,10 @@ static int next_page(Rd *r, int codec, PageHeader *h, uint8_t **buf, Rd *pg) {
 static int dict_indices(Rd *pg, int64_t present, int64_t ndict, uint32_t **idx) {
     if (ndict < 0 || (present > 0 && left(pg) < 1))
         return 0;
-    int bw = present > 0 ? *pg->p++ : 0;
+    /* Arrow reads the width wherever there is a byte, values or none */
+    int bw = left(pg) > 0 ? *pg->p++ : 0;
+    if (bw > 32)
+        return 0;
     free(*idx);
     *idx = malloc(sizeof(uint32_t) * (size_t)(present ? present : 1));
     if (*idx == NULL || !unhybrid(pg, bw, *idx, present))
@@ -1120,14 +1125,18 @@ static int plain_spans(Rd *r, int ptype, Span *out, int64_t n) {
 /* One leaf's column chunk: its paths into `paths` (add.path), or its
  * levels and values, null top-level rows left out, onto `key` (each
  * entry starts with a 1). */
-static int leaf_chunk(const uint8_t *file, size_t flen, const Chunk *c, const Leaf *l, PyObject *paths, Buf *key) {
-    int64_t filled = 0, ndict = -1, pages = 0;
+static int leaf_chunk(const uint8_t *file, size_t flen, const Chunk *c, const Leaf *l, int64_t rows, PyObject *paths,
+                      Buf *key) {
+    int64_t filled = 0, ndict = -1, pages = 0, records = 0;
     Span *dict = NULL, *vals = NULL;
     uint32_t *reps = NULL, *defs = NULL, *idx = NULL;
     uint8_t *buf = NULL, *dict_buf = NULL;
     int ok = 0;
     if (c->ptype != l->ptype || c->other || c->num_values < 0 || c->num_values > MAX_ROWS ||
         (c->codec != C_UNCOMPRESSED && c->codec != C_SNAPPY))
+        return 0;
+    /* Arrow reads the row group's rows: a chunk of another count is left to it */
+    if (l->max_rep == 0 ? c->num_values != rows : c->num_values < rows)
         return 0;
     if (c->num_values == 0)
         return 1;
@@ -1183,8 +1192,10 @@ static int leaf_chunk(const uint8_t *file, size_t flen, const Chunk *c, const Le
         if (l->max_def == 0)
             for (int64_t i = 0; i < n; i++)
                 defs[i] = 0;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < n; i++) {
             present += defs[i] == (uint32_t)l->max_def;
+            records += reps[i] == 0;
+        }
         free(vals);
         vals = malloc(sizeof(Span) * (size_t)(present ? present : 1));
         if (vals == NULL)
@@ -1229,7 +1240,7 @@ static int leaf_chunk(const uint8_t *file, size_t flen, const Chunk *c, const Le
         }
         filled += n;
     }
-    ok = 1;
+    ok = records == rows;
 done:
     free(buf);
     free(dict_buf);
@@ -1295,8 +1306,10 @@ static PyObject *checkpoint(PyObject *self, PyObject *args) {
     uint64_t ngroups = rd_list(&r, &et);
     if (r.bad || et != T_STRUCT)
         goto declined;
+    int64_t total = 0;
     for (uint64_t g = 0; g < ngroups; g++) {
         int id = 0, type, seen = 0;
+        int64_t rows = -1;
         while (rd_field(&r, &id, &type)) {
             if (id == 1) {
                 if (type != T_LIST) {
@@ -1311,25 +1324,31 @@ static PyObject *checkpoint(PyObject *self, PyObject *args) {
                 for (int i = 0; i < t->nleaves && !r.bad; i++)
                     parse_chunk(&r, &cs[i]);
                 seen |= 1;
-            } else {
-                seen |= id == 2 || id == 3 ? id : 0;
+            } else if (id == 2) {
+                rd_i64(&r, type);
+                seen |= 2;
+            } else if (id == 3)
+                rows = rd_i64(&r, type);
+            else
                 skip(&r, type, 0, 0);
-            }
         }
-        if (r.bad || seen != 3)
+        if (r.bad || seen != 3 || rows < 0 || rows > f.num_rows - total)
             goto declined;
+        total += rows;
         for (int i = 0; i < t->nleaves; i++) {
             const Leaf *l = &t->leaves[i];
             const SchemaEl *top = &t->els[l->top];
             if (l->add_path) {
-                if (!leaf_chunk(data, n, &cs[i], l, paths, NULL))
+                if (!leaf_chunk(data, n, &cs[i], l, rows, paths, NULL))
                     goto declined;
             } else if (named(top, "metaData") || named(top, "protocol")) {
-                if (!leaf_chunk(data, n, &cs[i], l, NULL, &per[i]))
+                if (!leaf_chunk(data, n, &cs[i], l, rows, NULL, &per[i]))
                     goto declined;
             }
         }
     }
+    if (total != f.num_rows)
+        goto declined;
     /* Each leaf's entries of all row groups together, so that where the
        row groups split the rows makes no other key. */
     for (int i = 0; i < t->nleaves; i++) {
