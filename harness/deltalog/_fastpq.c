@@ -830,6 +830,32 @@ done:
     return ok;
 }
 
+/* One RowGroup of the footer's list: its ncols column chunks into cs and
+ * its row count; 0 where a field parquet.thrift requires is missing. */
+static int parse_row_group(Rd *r, int ncols, Chunk *cs, int64_t *rows) {
+    int id = 0, type, seen = 0, et;
+    *rows = -1;
+    while (rd_field(r, &id, &type)) {
+        if (id == 1) {
+            uint64_t nc = type == T_LIST ? rd_list(r, &et) : 0;
+            if (type != T_LIST || r->bad || et != T_STRUCT || nc != (uint64_t)ncols) {
+                r->bad = 1;
+                break;
+            }
+            for (int i = 0; i < ncols && !r->bad; i++)
+                parse_chunk(r, &cs[i]);
+            seen |= 1;
+        } else if (id == 2) {
+            rd_i64(r, type);
+            seen |= 2;
+        } else if (id == 3)
+            *rows = rd_i64(r, type);
+        else
+            skip(r, type, 0, 0);
+    }
+    return !r->bad && seen == 3 && *rows >= 0;
+}
+
 /* A parquet file's footer: where it lies and what it says; NULL where the
  * file has none this can read. */
 static const uint8_t *find_footer(const uint8_t *data, size_t n, size_t *flen, Footer *f) {
@@ -880,8 +906,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     if (r.bad || et != T_STRUCT)
         goto declined;
     for (uint64_t g = 0; g < ngroups; g++) {
-        int id = 0, type, seen = 0;
-        int64_t rows = -1;
+        int64_t rows;
         Chunk chunks[8], *cs = chunks;
         Chunk *heap = NULL;
         if (f.ncols > 8) {
@@ -890,27 +915,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
                 goto declined;
             cs = heap;
         }
-        while (rd_field(&r, &id, &type)) {
-            if (id == 1 && type != T_LIST)
-                r.bad = 1;
-            else if (id == 1) {
-                uint64_t nc = rd_list(&r, &et);
-                if (r.bad || et != T_STRUCT || nc != (uint64_t)f.ncols) {
-                    r.bad = 1;
-                    break;
-                }
-                for (int i = 0; i < f.ncols && !r.bad; i++)
-                    parse_chunk(&r, &cs[i]);
-                seen |= 1;
-            } else if (id == 2) {
-                rd_i64(&r, type);
-                seen |= 2;
-            } else if (id == 3)
-                rows = rd_i64(&r, type);
-            else
-                skip(&r, type, 0, 0);
-        }
-        int ok = !r.bad && seen == 3 && rows >= 0 && rows <= f.num_rows - base;
+        int ok = parse_row_group(&r, f.ncols, cs, &rows) && rows <= f.num_rows - base;
         for (int i = 0; ok && i < f.ncols; i++)
             ok = decode_chunk(data, n, &cs[i], kind[i], f.optional[i], PyList_GET_ITEM(cols, i), base, rows);
         free(heap);
@@ -968,6 +973,7 @@ typedef struct {
     int top; /* the schema index of its top-level field */
     int max_def, max_rep, ptype;
     int add_path; /* add.path itself */
+    int meta;     /* under metaData or protocol */
 } Leaf;
 
 typedef struct {
@@ -1282,13 +1288,14 @@ static PyObject *checkpoint(PyObject *self, PyObject *args) {
     if (pos != t->nels)
         goto declined;
     for (int i = 0; i < t->nleaves; i++) {
-        const Leaf *l = &t->leaves[i];
+        Leaf *l = &t->leaves[i];
         const SchemaEl *top = &t->els[l->top];
         if (named(top, "sidecar"))
             goto declined; /* a v2 checkpoint's files may be elsewhere */
         if (l->add_path && (l->max_rep != 0 || l->ptype != P_BYTE_ARRAY || top->rep != OPTIONAL))
             goto declined;
-        if ((named(top, "metaData") || named(top, "protocol")) && (top->rep != OPTIONAL || l->max_def > 255))
+        l->meta = named(top, "metaData") || named(top, "protocol");
+        if (l->meta && (top->rep != OPTIONAL || l->max_def > 255))
             goto declined;
         add_paths += l->add_path;
     }
@@ -1308,43 +1315,15 @@ static PyObject *checkpoint(PyObject *self, PyObject *args) {
         goto declined;
     int64_t total = 0;
     for (uint64_t g = 0; g < ngroups; g++) {
-        int id = 0, type, seen = 0;
-        int64_t rows = -1;
-        while (rd_field(&r, &id, &type)) {
-            if (id == 1) {
-                if (type != T_LIST) {
-                    r.bad = 1;
-                    break;
-                }
-                uint64_t nc = rd_list(&r, &et);
-                if (r.bad || et != T_STRUCT || nc != (uint64_t)t->nleaves) {
-                    r.bad = 1;
-                    break;
-                }
-                for (int i = 0; i < t->nleaves && !r.bad; i++)
-                    parse_chunk(&r, &cs[i]);
-                seen |= 1;
-            } else if (id == 2) {
-                rd_i64(&r, type);
-                seen |= 2;
-            } else if (id == 3)
-                rows = rd_i64(&r, type);
-            else
-                skip(&r, type, 0, 0);
-        }
-        if (r.bad || seen != 3 || rows < 0 || rows > f.num_rows - total)
+        int64_t rows;
+        if (!parse_row_group(&r, t->nleaves, cs, &rows) || rows > f.num_rows - total)
             goto declined;
         total += rows;
         for (int i = 0; i < t->nleaves; i++) {
             const Leaf *l = &t->leaves[i];
-            const SchemaEl *top = &t->els[l->top];
-            if (l->add_path) {
-                if (!leaf_chunk(data, n, &cs[i], l, rows, paths, NULL))
-                    goto declined;
-            } else if (named(top, "metaData") || named(top, "protocol")) {
-                if (!leaf_chunk(data, n, &cs[i], l, rows, NULL, &per[i]))
-                    goto declined;
-            }
+            if ((l->add_path || l->meta) &&
+                !leaf_chunk(data, n, &cs[i], l, rows, l->add_path ? paths : NULL, l->add_path ? NULL : &per[i]))
+                goto declined;
         }
     }
     if (total != f.num_rows)
@@ -1352,9 +1331,8 @@ static PyObject *checkpoint(PyObject *self, PyObject *args) {
     /* Each leaf's entries of all row groups together, so that where the
        row groups split the rows makes no other key. */
     for (int i = 0; i < t->nleaves; i++) {
-        const SchemaEl *top = &t->els[t->leaves[i].top];
         uint8_t head[3] = {0xff, (uint8_t)(i & 0xff), (uint8_t)(i >> 8)};
-        if ((named(top, "metaData") || named(top, "protocol")) &&
+        if (t->leaves[i].meta &&
             (!buf_put(&mk, head, 3) || (per[i].n && !buf_put(&mk, per[i].b, per[i].n)) || !buf_put(&mk, "", 1)))
             goto declined;
     }
