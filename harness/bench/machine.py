@@ -11,7 +11,7 @@ import io
 import time
 from collections.abc import Callable
 
-from harness.bench.synth_files import PROTOCOL, SCHEMA_STRING, _checkpoint_table
+from harness.bench.synth_files import PROTOCOL, _checkpoint_table, metadata
 from harness.deltalog import _pool, checkpoints
 from harness.deltalog.schema import _read_parquet
 
@@ -59,14 +59,7 @@ def _checkpoint_file() -> bytes:
         }
         for i in range(CHECKPOINT_ADDS)
     }
-    meta = {
-        "id": "bench",
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": SCHEMA_STRING,
-        "partitionColumns": [],
-        "configuration": {"delta.isolationLevel": "WriteSerializable"},
-        "createdTime": 1767225600000,
-    }
+    meta = metadata("bench", "WriteSerializable", 1767225600000)
     buf = io.BytesIO()
     pq.write_table(_checkpoint_table(live, meta, PROTOCOL), buf)
     return buf.getvalue()

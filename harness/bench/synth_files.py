@@ -30,6 +30,20 @@ SCHEMA_STRING = json.dumps(
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 
 
+def metadata(table_id: str, isolation: str, created_ms: int) -> dict:
+    """The simulated table's metaData action."""
+    return {
+        "id": table_id,
+        "name": None,
+        "description": None,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": SCHEMA_STRING,
+        "partitionColumns": [],
+        "configuration": {"delta.isolationLevel": isolation},
+        "createdTime": created_ms,
+    }
+
+
 ERRORS = {
     E1: ("ConcurrentAppendException", "E1"),
     E1_CAVEAT: ("ConcurrentAppendException", "E1"),

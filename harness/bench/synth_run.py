@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 from checkers.txn_model import INITIAL, Txn, TxnHistory
 from harness.bench.inject import Injection, inject_anomaly
 from harness.bench.simulate import E2, OPERATION, SimStats, iter_simulation
-from harness.bench.synth_files import PROTOCOL, SCHEMA_STRING, _checkpoint_table, _err, _jsonl, _parquet_bytes
+from harness.bench.synth_files import PROTOCOL, _checkpoint_table, _err, _jsonl, _parquet_bytes, metadata
 from harness.bench.synth_schedule import _assign_processes, _op_params, _place, _RecordingSim, _sim_config
 from harness.core.isolation import LEVELS, WRITE_SERIALIZABLE
 from harness.run.plan import package_versions
@@ -188,16 +188,7 @@ def write_run(
 
     # -- the table ---------------------------------------------------------------
     level0 = h.txns[0].isolation if h.txns else isolation
-    meta = {
-        "id": TABLE_ID,
-        "name": None,
-        "description": None,
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": SCHEMA_STRING,
-        "partitionColumns": [],
-        "configuration": {"delta.isolationLevel": level0},
-        "createdTime": int(WALL0 * 1000),
-    }
+    meta = metadata(TABLE_ID, level0, int(WALL0 * 1000))
     n_versions = 0
     file_seq = 0
     n_files = 0
